@@ -1,0 +1,196 @@
+#include "common/config.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace dlsim {
+
+std::optional<YAML::Node> ParamScope::find(const std::string& name) const {
+  if (auto it = values_.find(name); it != values_.end()) return it->second;
+  return parent_ ? parent_->find(name) : std::nullopt;
+}
+
+std::vector<std::string> ParamScope::names() const {
+  std::vector<std::string> out = parent_ ? parent_->names() : std::vector<std::string>{};
+  for (const auto& [k, v] : values_) out.push_back(k);
+  return out;
+}
+
+ConfigNode::ConfigNode(YAML::Node node, std::shared_ptr<const std::string> file,
+                       std::shared_ptr<const ParamScope> scope, std::string path)
+    : node_(std::move(node)),
+      file_(std::move(file)),
+      scope_(std::move(scope)),
+      path_(std::move(path)),
+      used_(std::make_shared<std::set<std::string>>()) {}
+
+ConfigNode ConfigNode::load_string(const std::string& text, const std::string& name) {
+  auto file = std::make_shared<const std::string>(name);
+  try {
+    return ConfigNode(YAML::Load(text), file);
+  } catch (const YAML::Exception& e) {
+    fail_at({name, e.mark.line + 1, e.mark.column + 1}, "", "malformed YAML: " + e.msg);
+  }
+}
+
+ConfigNode ConfigNode::load_file(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) fail_at({file}, "", "cannot open file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return load_string(text.str(), file);
+}
+
+SourceLocation ConfigNode::where() const {
+  if (!node_ || node_.Mark().is_null()) return {*file_};
+  return {*file_, node_.Mark().line + 1, node_.Mark().column + 1};
+}
+
+void ConfigNode::fail(std::string_view problem) const {
+  fail_at(where(), path_.empty() ? "" : fmt::format("'{}'", path_), problem);
+}
+
+YAML::Node ConfigNode::resolved() const {
+  if (node_ && node_.IsScalar()) {
+    const std::string& text = node_.Scalar();
+    if (text.size() > 1 && text[0] == '$' && node_.Tag() != "!") {
+      const std::string name = text.substr(1);
+      std::optional<YAML::Node> value = scope_ ? scope_->find(name) : std::nullopt;
+      if (!value) {
+        fail(fmt::format("unknown parameter '${}'{}", name,
+                         did_you_mean(name, scope_ ? scope_->names() : std::vector<std::string>{})));
+      }
+      return *value;
+    }
+  }
+  return node_;
+}
+
+ConfigNode ConfigNode::with_scope(std::shared_ptr<const ParamScope> scope) const {
+  ConfigNode copy(node_, file_, std::move(scope), path_);
+  copy.used_ = used_;
+  return copy;
+}
+
+bool ConfigNode::has(std::string_view key) const {
+  const YAML::Node n = resolved();
+  return n.IsMap() && n[std::string(key)].IsDefined();
+}
+
+ConfigNode ConfigNode::child(std::string_view key) const {
+  const YAML::Node n = resolved();
+  if (!n.IsMap()) fail("expected a mapping of keys to values");
+  const std::string k(key);
+  YAML::Node c = n[k];
+  if (!c.IsDefined()) {
+    fail_at(where(), path_.empty() ? "" : fmt::format("'{}'", path_),
+            fmt::format("missing required key '{}'", k));
+  }
+  used_->insert(k);
+  return ConfigNode(c, file_, scope_, path_.empty() ? k : path_ + "." + k);
+}
+
+std::optional<ConfigNode> ConfigNode::maybe_child(std::string_view key) const {
+  if (!has(key)) return std::nullopt;
+  return child(key);
+}
+
+void ConfigNode::mark_used(std::string_view key) const { used_->insert(std::string(key)); }
+
+std::vector<ConfigNode> ConfigNode::elements() const {
+  const YAML::Node n = resolved();
+  if (!n.IsSequence()) fail("expected a list");
+  std::vector<ConfigNode> out;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    out.emplace_back(n[i], file_, scope_, fmt::format("{}[{}]", path_, i));
+  }
+  return out;
+}
+
+std::vector<std::string> ConfigNode::keys() const {
+  const YAML::Node n = resolved();
+  if (!n.IsMap()) fail("expected a mapping of keys to values");
+  std::vector<std::string> out;
+  for (const auto& kv : n) out.push_back(kv.first.as<std::string>());
+  return out;
+}
+
+void ConfigNode::finish(const std::vector<std::string>& allowed_hint) const {
+  const YAML::Node n = resolved();
+  if (!n.IsMap()) return;
+  for (const auto& kv : n) {
+    const std::string key = kv.first.as<std::string>();
+    if (used_->count(key)) continue;
+    std::vector<std::string> known = allowed_hint;
+    if (known.empty()) known.assign(used_->begin(), used_->end());
+    ConfigNode at(kv.first, file_, scope_, path_);
+    at.fail(fmt::format("unknown key '{}'{}", key, did_you_mean(key, known)));
+  }
+}
+
+std::string ConfigNode::scalar_text() const {
+  const YAML::Node n = resolved();
+  if (!n || n.IsNull()) fail("expected a value, found nothing");
+  if (!n.IsScalar()) fail("expected a single value, found a list or mapping");
+  return n.Scalar();
+}
+
+template <>
+std::string ConfigNode::as<std::string>() const {
+  return scalar_text();
+}
+
+template <>
+std::int64_t ConfigNode::as<std::int64_t>() const {
+  const std::string text = scalar_text();
+  std::int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    fail(fmt::format("expected an integer, got '{}'", text));
+  }
+  return v;
+}
+
+template <>
+int ConfigNode::as<int>() const {
+  const std::int64_t v = as<std::int64_t>();
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+    fail(fmt::format("integer {} is out of range", v));
+  }
+  return static_cast<int>(v);
+}
+
+template <>
+double ConfigNode::as<double>() const {
+  const std::string text = scalar_text();
+  double v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v)) {
+    fail(fmt::format("expected a number, got '{}'", text));
+  }
+  return v;
+}
+
+template <>
+bool ConfigNode::as<bool>() const {
+  const std::string text = scalar_text();
+  if (text == "true") return true;
+  if (text == "false") return false;
+  fail(fmt::format("expected true or false, got '{}'", text));
+}
+
+std::vector<std::int64_t> ConfigNode::as_int_list() const {
+  const YAML::Node n = resolved();
+  if (n.IsSequence()) {
+    std::vector<std::int64_t> out;
+    for (const auto& e : elements()) out.push_back(e.as<std::int64_t>());
+    return out;
+  }
+  return {as<std::int64_t>()};
+}
+
+}  // namespace dlsim

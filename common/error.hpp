@@ -1,0 +1,38 @@
+#pragma once
+// Errors that reach the user. InputError is anything wrong with what the user gave dlsim
+// (a file, a flag, a value): the programs print its message as one line and exit with code 2.
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dlsim {
+
+// Where a value came from: a file and 1-based line and column (0 when unknown).
+struct SourceLocation {
+  std::string file;
+  int line = 0;
+  int column = 0;
+
+  // "file:line:column", "file:line", "file" or "" depending on what is known.
+  std::string str() const;
+};
+
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Throws InputError "<where>: <field>: <problem>" (parts left out when empty).
+[[noreturn]] void fail_at(const SourceLocation& where, std::string_view field,
+                          std::string_view problem);
+
+// Up to `max` candidates closest to `name` by edit distance (and prefix match), best first.
+std::vector<std::string> nearest_names(std::string_view name, const std::vector<std::string>& known,
+                                       std::size_t max = 3);
+
+// "; did you mean 'a' or 'b'?" or "" when nothing is close.
+std::string did_you_mean(std::string_view name, const std::vector<std::string>& known);
+
+}  // namespace dlsim

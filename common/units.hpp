@@ -1,0 +1,64 @@
+#pragma once
+// Dimensioned quantities. Every number dlsim stores for a physical quantity carries its unit in
+// its type; values are kept in SI base units (bytes, seconds, FLOP) as doubles, which are exact
+// for integers below 2^53.
+
+#include <compare>
+#include <string>
+#include <string_view>
+
+namespace dlsim {
+
+template <class Tag>
+class Quantity {
+ public:
+  constexpr Quantity() = default;
+  constexpr explicit Quantity(double value) : value_(value) {}
+
+  // The value in the base unit named by Tag::symbol.
+  constexpr double value() const { return value_; }
+  static constexpr std::string_view symbol() { return Tag::symbol; }
+
+  constexpr Quantity& operator+=(Quantity o) { value_ += o.value_; return *this; }
+  constexpr Quantity& operator-=(Quantity o) { value_ -= o.value_; return *this; }
+  constexpr Quantity& operator*=(double k) { value_ *= k; return *this; }
+  friend constexpr Quantity operator+(Quantity a, Quantity b) { return Quantity(a.value_ + b.value_); }
+  friend constexpr Quantity operator-(Quantity a, Quantity b) { return Quantity(a.value_ - b.value_); }
+  friend constexpr Quantity operator*(Quantity a, double k) { return Quantity(a.value_ * k); }
+  friend constexpr Quantity operator*(double k, Quantity a) { return Quantity(a.value_ * k); }
+  friend constexpr Quantity operator/(Quantity a, double k) { return Quantity(a.value_ / k); }
+  friend constexpr double operator/(Quantity a, Quantity b) { return a.value_ / b.value_; }
+  friend constexpr auto operator<=>(Quantity, Quantity) = default;
+
+ private:
+  double value_ = 0.0;
+};
+
+struct BytesTag { static constexpr std::string_view symbol = "B"; };
+struct FlopsTag { static constexpr std::string_view symbol = "FLOP"; };
+struct SecondsTag { static constexpr std::string_view symbol = "s"; };
+struct BandwidthTag { static constexpr std::string_view symbol = "B/s"; };
+struct FlopRateTag { static constexpr std::string_view symbol = "FLOP/s"; };
+
+using Bytes = Quantity<BytesTag>;          // bytes
+using Flops = Quantity<FlopsTag>;          // floating-point operations (a multiply-add is 2)
+using Seconds = Quantity<SecondsTag>;      // seconds
+using Bandwidth = Quantity<BandwidthTag>;  // bytes per second
+using FlopRate = Quantity<FlopRateTag>;    // floating-point operations per second
+
+constexpr Seconds operator/(Bytes b, Bandwidth bw) { return Seconds(b.value() / bw.value()); }
+constexpr Seconds operator/(Flops f, FlopRate r) { return Seconds(f.value() / r.value()); }
+
+// Parse "16GiB", "900GB/s", "25Gbit/s", "2.5us", "15.7TFLOP/s". The unit is required: a bare
+// number is rejected. Throws std::invalid_argument with a message naming the accepted units.
+Bytes parse_bytes(std::string_view text);
+Seconds parse_seconds(std::string_view text);
+Bandwidth parse_bandwidth(std::string_view text);
+FlopRate parse_flop_rate(std::string_view text);
+
+// Human-readable with an SI (or, for bytes, binary) prefix: "1.50 GiB", "3.2 GFLOP".
+std::string format_bytes(Bytes b);
+std::string format_flops(Flops f);
+std::string format_seconds(Seconds s);
+
+}  // namespace dlsim

@@ -1,0 +1,65 @@
+#pragma once
+// Sizes and work of a model for one training step at a given per-GPU batch and precision:
+// per layer and in total. Conventions and sources: docs/model.md.
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/precision.hpp"
+#include "common/units.hpp"
+#include "model/graph.hpp"
+
+namespace dlsim::model {
+
+struct LayerStats {
+  LayerGraph::Vertex vertex;
+  std::string name;
+  std::string op;
+  Shape output_shape;  // with the batch dimension first
+  std::int64_t params = 0;  // learnable elements owned by this layer (tied ones excluded)
+  double forward_macs = 0;
+  Flops forward_flops;
+  Flops backward_input_flops;   // gradients of inputs that need one
+  Flops backward_weight_flops;  // gradients of parameters
+  Flops backward_flops() const { return backward_input_flops + backward_weight_flops; }
+  Bytes weight_bytes;
+  Bytes forward_read_bytes;    // weights + inputs
+  Bytes forward_write_bytes;   // output
+  Bytes backward_read_bytes;   // output gradient + saved tensors + weights
+  Bytes backward_write_bytes;  // input gradients + weight gradients
+  Bytes activation_bytes;      // kept for backward and attributed to this layer (see docs)
+};
+
+// One parameter tensor's gradient, in the order backward produces them.
+struct GradientTensor {
+  LayerGraph::Vertex vertex;
+  std::string layer;
+  std::string tensor;
+  std::int64_t elements = 0;
+  Bytes bytes;
+};
+
+struct ModelStats {
+  std::string name;
+  std::int64_t batch = 1;
+  Precision precision = Precision::kFp32;
+  std::vector<LayerStats> layers;  // topological order
+  std::vector<GradientTensor> gradients;  // backward order
+  std::int64_t params = 0;
+  double forward_macs = 0;
+  Flops forward_flops;
+  Flops backward_input_flops;
+  Flops backward_weight_flops;
+  Flops backward_flops() const { return backward_input_flops + backward_weight_flops; }
+  Bytes weight_bytes;
+  Bytes activation_bytes;
+};
+
+// `batch` must be positive (an InputError otherwise).
+ModelStats analyze(const LayerGraph& graph, std::int64_t batch, Precision precision);
+
+// The JSON of `dlsim model show` (schema in docs/model.md).
+nlohmann::json to_json(const ModelStats& stats, const LayerGraph& graph);
+
+}  // namespace dlsim::model
