@@ -87,8 +87,15 @@ ConfigNode ConfigNode::child(std::string_view key) const {
   const std::string k(key);
   YAML::Node c = n[k];
   if (!c.IsDefined()) {
+    std::vector<std::string> present;
+    for (const auto& kv : n) {
+      if (!used_->count(kv.first.as<std::string>())) present.push_back(kv.first.as<std::string>());
+    }
+    const auto near = nearest_names(k, present, 1);
     fail_at(where(), path_.empty() ? "" : fmt::format("'{}'", path_),
-            fmt::format("missing required key '{}'", k));
+            fmt::format("missing required key '{}'{}", k,
+                        near.empty() ? "" : fmt::format(" (is '{}' a misspelling of it?)",
+                                                        near.front())));
   }
   used_->insert(k);
   return ConfigNode(c, file_, scope_, path_.empty() ? k : path_ + "." + k);

@@ -2,18 +2,20 @@
 // Small helpers shared by the operator source files.
 
 #include <array>
+#include <optional>
 #include <fmt/format.h>
 
 #include "model/op.hpp"
 
 namespace dlsim::model::detail {
 
-// An attribute given as one integer or as [h, w].
+// An attribute given as one integer or as [h, w]; without a fallback it is required.
 inline std::array<std::int64_t, 2> pair_attr(const ConfigNode& attrs, std::string_view key,
-                                             std::int64_t fallback, std::int64_t min_value) {
-  if (!attrs.has(key)) {
+                                             std::optional<std::int64_t> fallback,
+                                             std::int64_t min_value) {
+  if (!attrs.has(key) && fallback) {
     attrs.mark_used(key);
-    return {fallback, fallback};
+    return {*fallback, *fallback};
   }
   const ConfigNode node = attrs.child(key);
   const auto v = node.as_int_list();

@@ -14,13 +14,12 @@ class Conv2d final : public Op {
  public:
   explicit Conv2d(const ConfigNode& a)
       : out_(detail::positive_attr(a, "out_channels")),
-        kernel_(pair_attr(a, "kernel", 0, 1)),
+        kernel_(pair_attr(a, "kernel", std::nullopt, 1)),
         stride_(pair_attr(a, "stride", 1, 1)),
         pad_(pair_attr(a, "padding", 0, 0)),
         dilation_(pair_attr(a, "dilation", 1, 1)),
         groups_(a.get_or<std::int64_t>("groups", 1)),
         bias_(a.get_or("bias", true)) {
-    if (!a.has("kernel")) a.fail("conv2d: missing required key 'kernel'");
     if (groups_ < 1) a.child("groups").fail("must be a positive integer");
     if (out_ % groups_ != 0) {
       a.child("groups").fail(
@@ -80,13 +79,12 @@ class Pool final : public Op {
  public:
   Pool(const ConfigNode& a, bool is_max)
       : is_max_(is_max),
-        kernel_(pair_attr(a, "kernel", 0, 1)),
+        kernel_(pair_attr(a, "kernel", std::nullopt, 1)),
         stride_(a.has("stride") ? pair_attr(a, "stride", 1, 1) : kernel_),
         pad_(pair_attr(a, "padding", 0, 0)),
         dilation_(is_max ? pair_attr(a, "dilation", 1, 1) : std::array<std::int64_t, 2>{1, 1}),
         ceil_mode_(a.get_or("ceil_mode", false)),
         count_include_pad_(is_max ? true : a.get_or("count_include_pad", true)) {
-    if (!a.has("kernel")) a.fail(kind() + ": missing required key 'kernel'");
     if (!a.has("stride")) a.mark_used("stride");
     for (int i = 0; i < 2; ++i) {
       if (2 * pad_[i] > kernel_[i]) {
@@ -141,9 +139,8 @@ class Pool final : public Op {
 class AdaptiveAvgPool final : public Op {
  public:
   AdaptiveAvgPool(const ConfigNode& a, bool global)
-      : global_(global), out_(global ? std::array<std::int64_t, 2>{1, 1} : pair_attr(a, "output", 1, 1)) {
-    if (!global && !a.has("output")) a.fail("adaptive_avgpool: missing required key 'output'");
-  }
+      : global_(global),
+        out_(global ? std::array<std::int64_t, 2>{1, 1} : pair_attr(a, "output", std::nullopt, 1)) {}
   std::string kind() const override { return global_ ? "global_avgpool" : "adaptive_avgpool"; }
 
   TensorSpec infer(std::span<const TensorSpec> in) const override {

@@ -109,8 +109,11 @@ void run_list() {
         input += (input.empty() ? "" : ",") + shape_text(g.layer(v).output.shape);
       }
     }
+    // The description's first sentence (up to its first colon or period) fits one line.
+    std::string summary = g.description.substr(0, g.description.find_first_of(":."));
+    if (summary.size() > 72) summary = summary.substr(0, 69) + "...";
     o << fmt::format("{:<14} {:>14} {:>12.3f}  {:<16} {}\n", name, s.params, s.forward_macs / 1e9,
-                     input, g.description);
+                     input, summary);
   }
   write_output("", o.str());
 }

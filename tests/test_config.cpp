@@ -1,0 +1,53 @@
+#include <doctest/doctest.h>
+
+#include "common/config.hpp"
+
+using namespace dlsim;
+
+TEST_CASE("typed_reads_return_values_and_defaults") {
+  const auto root = ConfigNode::load_string("a: 3\nb: 2.5\nc: true\nd: [1, 7]\n", "t.yaml");
+  CHECK(root.get<int>("a") == 3);
+  CHECK(root.get<double>("b") == doctest::Approx(2.5));
+  CHECK(root.get<bool>("c"));
+  CHECK(root.child("d").as_int_list() == std::vector<std::int64_t>{1, 7});
+  CHECK(root.get_or<int>("e", 9) == 9);
+  CHECK_NOTHROW(root.finish());
+}
+
+TEST_CASE("an_unknown_key_names_file_line_and_the_nearest_known_key") {
+  const auto root = ConfigNode::load_string("kernel: 3\nstrid: 2\n", "net.yaml");
+  root.get<int>("kernel");
+  root.get_or<int>("stride", 1);
+  CHECK_THROWS_WITH_AS(root.finish(),
+                       "net.yaml:2:1: unknown key 'strid'; did you mean 'stride'?", InputError);
+}
+
+TEST_CASE("a_missing_key_and_a_wrong_type_name_the_field") {
+  const auto root = ConfigNode::load_string("layer:\n  size: big\n", "m.yaml");
+  CHECK_THROWS_WITH_AS(root.child("layer").get<int>("size"),
+                       "m.yaml:2:9: 'layer.size': expected an integer, got 'big'", InputError);
+  CHECK_THROWS_WITH_AS(root.child("layer").get<int>("depth"),
+                       "m.yaml:2:3: 'layer': missing required key 'depth'", InputError);
+}
+
+TEST_CASE("malformed_yaml_is_an_input_error_with_a_line") {
+  CHECK_THROWS_WITH_AS(ConfigNode::load_string("a: [1, 2\nb: 3\n", "bad.yaml"),
+                       doctest::Contains("bad.yaml:"), InputError);
+  CHECK_THROWS_WITH_AS(ConfigNode::load_file("/nonexistent/x.yaml"),
+                       "/nonexistent/x.yaml: cannot open file", InputError);
+}
+
+TEST_CASE("parameter_references_resolve_through_scopes") {
+  auto outer = std::make_shared<ParamScope>();
+  outer->set("classes", YAML::Node(1000));
+  auto inner = std::make_shared<ParamScope>(outer);
+  inner->set("k", YAML::Node(7));
+  inner->set("k", YAML::Node(5));  // a later binding replaces the earlier one
+  const auto root =
+      ConfigNode::load_string("out: $classes\nkernel: [1, $k]\nx: $nope\n", "p.yaml")
+          .with_scope(inner);
+  CHECK(root.get<int>("out") == 1000);
+  CHECK(root.child("kernel").as_int_list() == std::vector<std::int64_t>{1, 5});
+  CHECK_THROWS_WITH_AS(root.get<int>("x"), doctest::Contains("unknown parameter '$nope'"),
+                       InputError);
+}

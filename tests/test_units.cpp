@@ -1,0 +1,52 @@
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+
+#include "common/error.hpp"
+#include "common/units.hpp"
+
+using namespace dlsim;
+
+TEST_CASE("byte_sizes_parse_decimal_and_binary_prefixes") {
+  CHECK(parse_bytes("16GiB").value() == doctest::Approx(16.0 * 1024 * 1024 * 1024));
+  CHECK(parse_bytes("16GB").value() == doctest::Approx(16e9));
+  CHECK(parse_bytes("512 KiB").value() == doctest::Approx(512.0 * 1024));
+}
+
+TEST_CASE("bandwidth_distinguishes_bits_from_bytes") {
+  CHECK(parse_bandwidth("900GB/s").value() == doctest::Approx(900e9));
+  CHECK(parse_bandwidth("25Gbit/s").value() == doctest::Approx(25e9 / 8));
+  CHECK(parse_bandwidth("100Gb/s").value() == doctest::Approx(12.5e9));
+}
+
+TEST_CASE("durations_and_compute_rates_parse_with_their_units") {
+  CHECK(parse_seconds("2.5us").value() == doctest::Approx(2.5e-6));
+  CHECK(parse_seconds("500ns").value() == doctest::Approx(5e-7));
+  CHECK(parse_flop_rate("15.7TFLOP/s").value() == doctest::Approx(15.7e12));
+}
+
+TEST_CASE("a_bare_number_for_a_dimensioned_value_is_rejected") {
+  CHECK_THROWS_WITH_AS(parse_bytes("16"), doctest::Contains("has no unit"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(parse_bandwidth("10GiB"), doctest::Contains("unknown unit 'GiB'"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(parse_seconds("fast"), std::invalid_argument);
+}
+
+TEST_CASE("quantities_combine_only_with_matching_units") {
+  const Seconds t = Bytes(1e9) / Bandwidth(1e10);
+  CHECK(t.value() == doctest::Approx(0.1));
+  const Seconds c = Flops(2e12) / FlopRate(1e12);
+  CHECK(c.value() == doctest::Approx(2.0));
+  CHECK((Bytes(3) + Bytes(4)).value() == 7);
+  CHECK(format_bytes(Bytes(1.5 * 1024 * 1024 * 1024)) == "1.5 GiB");
+  CHECK(format_seconds(Seconds(2.5e-6)) == "2.5 us");
+}
+
+TEST_CASE("nearest_names_suggest_close_spellings_first") {
+  const std::vector<std::string> known = {"googlenet", "resnet50", "resnet101", "vgg16"};
+  const auto near = nearest_names("googlenett", known);
+  REQUIRE(!near.empty());
+  CHECK(near.front() == "googlenet");
+  CHECK(did_you_mean("resnet5", known).find("'resnet50'") != std::string::npos);
+  CHECK(did_you_mean("transformerxl", known).empty());
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The dlsim commands a user meets first produce the documented output.
+# Usage: cli_smoke.sh DLSIM
+set -u
+dlsim=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+checked=0
+check() {  # check "description" command...
+  local what=$1
+  shift
+  checked=$((checked + 1))
+  if ! "$@"; then
+    echo "FAIL: $what"
+    failures=$((failures + 1))
+  fi
+}
+
+"$dlsim" model list >"$tmp/list" 2>&1
+check "model list names googlenet with its parameters" grep -qE '^googlenet +6624904 +1\.498' "$tmp/list"
+check "model list has 15 models" test "$(grep -c '^[a-z]' "$tmp/list")" -eq 16
+
+"$dlsim" model show googlenet --batch 32 --format json -o "$tmp/g.json"
+check "json has params" grep -q '"params": 6624904' "$tmp/g.json"
+check "json has the batch" grep -q '"batch": 32' "$tmp/g.json"
+for key in name params forward_macs forward_flops backward_flops activation_bytes layers \
+           output_shape context gradients; do
+  check "json has $key" grep -q "\"$key\"" "$tmp/g.json"
+done
+
+"$dlsim" model show resnet50 --format csv >"$tmp/r.csv"
+check "csv header" grep -q '^name,op,output_shape,params,forward_macs' "$tmp/r.csv"
+check "csv has fc" grep -q '^fc,linear,1x1000,2049000,' "$tmp/r.csv"
+
+"$dlsim" model show inception_v3 --set aux_logits=false >"$tmp/i.txt"
+check "inception without aux" grep -qE '^total .* 23834568 ' "$tmp/i.txt"
+
+"$dlsim" model show bert_base --set seq_len=512 --precision fp16 >"$tmp/b.txt"
+check "bert at 512 tokens" grep -q 'input_ids .* 1x512 ' "$tmp/b.txt"
+
+"$dlsim" model ops >"$tmp/ops"
+check "ops lists conv2d" grep -q '^conv2d ' "$tmp/ops"
+
+"$dlsim" --version >"$tmp/v"
+check "version" grep -q '^dlsim [0-9]' "$tmp/v"
+
+echo "$((checked - failures)) passed, $failures failed"
+[ "$failures" -eq 0 ]
