@@ -1,8 +1,8 @@
 #include "common/config.hpp"
 
+#include <fmt/format.h>
 #include <charconv>
 #include <cmath>
-#include <fmt/format.h>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -61,8 +61,9 @@ YAML::Node ConfigNode::resolved() const {
       const std::string name = text.substr(1);
       std::optional<YAML::Node> value = scope_ ? scope_->find(name) : std::nullopt;
       if (!value) {
-        fail(fmt::format("unknown parameter '${}'{}", name,
-                         did_you_mean(name, scope_ ? scope_->names() : std::vector<std::string>{})));
+        fail(
+            fmt::format("unknown parameter '${}'{}", name,
+                        did_you_mean(name, scope_ ? scope_->names() : std::vector<std::string>{})));
       }
       return *value;
     }
@@ -93,9 +94,9 @@ ConfigNode ConfigNode::child(std::string_view key) const {
     }
     const auto near = nearest_names(k, present, 1);
     fail_at(where(), path_.empty() ? "" : fmt::format("'{}'", path_),
-            fmt::format("missing required key '{}'{}", k,
-                        near.empty() ? "" : fmt::format(" (is '{}' a misspelling of it?)",
-                                                        near.front())));
+            fmt::format(
+                "missing required key '{}'{}", k,
+                near.empty() ? "" : fmt::format(" (is '{}' a misspelling of it?)", near.front())));
   }
   used_->insert(k);
   return ConfigNode(c, file_, scope_, path_.empty() ? k : path_ + "." + k);

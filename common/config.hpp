@@ -4,6 +4,7 @@
 // ("$name") resolved through a ParamScope, so a block defined once can be instantiated with
 // different arguments while errors still point at the line that was written.
 
+#include <yaml-cpp/yaml.h>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -12,7 +13,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-#include <yaml-cpp/yaml.h>
 
 #include "common/error.hpp"
 
@@ -54,9 +54,13 @@ class ConfigNode {
 
   bool has(std::string_view key) const;
   // Required key of a mapping; an InputError names the missing key.
-  template <class T> T get(std::string_view key) const { return child(key).as<T>(); }
+  template <class T>
+  T get(std::string_view key) const {
+    return child(key).as<T>();
+  }
   // Optional key; an absent key still counts as known for "did you mean" suggestions.
-  template <class T> T get_or(std::string_view key, T fallback) const {
+  template <class T>
+  T get_or(std::string_view key, T fallback) const {
     mark_used(key);
     return has(key) ? child(key).as<T>() : fallback;
   }
@@ -71,7 +75,8 @@ class ConfigNode {
   std::vector<std::string> keys() const;
 
   // Conversion of this node; errors name the field and its line.
-  template <class T> T as() const;
+  template <class T>
+  T as() const;
   // A scalar or a sequence of scalars as a list: "3" -> {3}, "[1, 7]" -> {1, 7}.
   std::vector<std::int64_t> as_int_list() const;
 
@@ -98,10 +103,15 @@ class ConfigNode {
   std::shared_ptr<std::set<std::string>> used_;
 };
 
-template <> std::string ConfigNode::as<std::string>() const;
-template <> std::int64_t ConfigNode::as<std::int64_t>() const;
-template <> int ConfigNode::as<int>() const;
-template <> double ConfigNode::as<double>() const;
-template <> bool ConfigNode::as<bool>() const;
+template <>
+std::string ConfigNode::as<std::string>() const;
+template <>
+std::int64_t ConfigNode::as<std::int64_t>() const;
+template <>
+int ConfigNode::as<int>() const;
+template <>
+double ConfigNode::as<double>() const;
+template <>
+bool ConfigNode::as<bool>() const;
 
 }  // namespace dlsim

@@ -1,7 +1,7 @@
 #include "common/error.hpp"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 
 namespace dlsim {
 

@@ -1,10 +1,10 @@
 #include "common/output.hpp"
 
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <unistd.h>
 
 #include "common/error.hpp"
 

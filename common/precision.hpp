@@ -15,9 +15,12 @@ constexpr Bytes element_size(Precision p) { return Bytes(p == Precision::kFp32 ?
 
 inline std::string_view to_string(Precision p) {
   switch (p) {
-    case Precision::kFp32: return "fp32";
-    case Precision::kFp16: return "fp16";
-    case Precision::kBf16: return "bf16";
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kBf16:
+      return "bf16";
   }
   return "fp32";
 }

@@ -1,9 +1,9 @@
 #include "common/units.hpp"
 
+#include <fmt/format.h>
 #include <array>
 #include <charconv>
 #include <cmath>
-#include <fmt/format.h>
 #include <stdexcept>
 #include <utility>
 
@@ -38,9 +38,8 @@ double parse_with(std::string_view text, std::string_view what,
   for (const auto& u : units) {
     if (u.suffix == suffix) return number * u.factor;
   }
-  throw std::invalid_argument(
-      fmt::format("unknown unit '{}' in '{}' for a {}; expected one of: {}", suffix, text, what,
-                  accepted));
+  throw std::invalid_argument(fmt::format("unknown unit '{}' in '{}' for a {}; expected one of: {}",
+                                          suffix, text, what, accepted));
 }
 
 constexpr double kKi = 1024.0;
@@ -61,8 +60,14 @@ std::string with_prefix(double v, std::string_view unit, bool binary) {
 
 Bytes parse_bytes(std::string_view text) {
   return Bytes(parse_with(text, "size",
-                          {{"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-                           {"KiB", kKi}, {"MiB", kKi * kKi}, {"GiB", kKi * kKi * kKi},
+                          {{"B", 1},
+                           {"KB", 1e3},
+                           {"MB", 1e6},
+                           {"GB", 1e9},
+                           {"TB", 1e12},
+                           {"KiB", kKi},
+                           {"MiB", kKi * kKi},
+                           {"GiB", kKi * kKi * kKi},
                            {"TiB", kKi * kKi * kKi * kKi}}));
 }
 
@@ -73,19 +78,34 @@ Seconds parse_seconds(std::string_view text) {
 
 Bandwidth parse_bandwidth(std::string_view text) {
   // Bytes use "B", bits use "bit" or "b" (SI convention: 25Gbit/s = 25Gb/s = 3.125 GB/s).
-  return Bandwidth(parse_with(
-      text, "bandwidth",
-      {{"B/s", 1},         {"KB/s", 1e3},        {"MB/s", 1e6},        {"GB/s", 1e9},
-       {"TB/s", 1e12},     {"KiB/s", kKi},       {"MiB/s", kKi * kKi}, {"GiB/s", kKi * kKi * kKi},
-       {"bit/s", 0.125},   {"Kbit/s", 125.0},    {"Mbit/s", 1.25e5},   {"Gbit/s", 1.25e8},
-       {"Tbit/s", 1.25e11}, {"Kb/s", 125.0},     {"Mb/s", 1.25e5},     {"Gb/s", 1.25e8},
-       {"Tb/s", 1.25e11}}));
+  return Bandwidth(parse_with(text, "bandwidth",
+                              {{"B/s", 1},
+                               {"KB/s", 1e3},
+                               {"MB/s", 1e6},
+                               {"GB/s", 1e9},
+                               {"TB/s", 1e12},
+                               {"KiB/s", kKi},
+                               {"MiB/s", kKi * kKi},
+                               {"GiB/s", kKi * kKi * kKi},
+                               {"bit/s", 0.125},
+                               {"Kbit/s", 125.0},
+                               {"Mbit/s", 1.25e5},
+                               {"Gbit/s", 1.25e8},
+                               {"Tbit/s", 1.25e11},
+                               {"Kb/s", 125.0},
+                               {"Mb/s", 1.25e5},
+                               {"Gb/s", 1.25e8},
+                               {"Tb/s", 1.25e11}}));
 }
 
 FlopRate parse_flop_rate(std::string_view text) {
   return FlopRate(parse_with(text, "compute rate",
-                             {{"FLOP/s", 1}, {"KFLOP/s", 1e3}, {"MFLOP/s", 1e6},
-                              {"GFLOP/s", 1e9}, {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15}}));
+                             {{"FLOP/s", 1},
+                              {"KFLOP/s", 1e3},
+                              {"MFLOP/s", 1e6},
+                              {"GFLOP/s", 1e9},
+                              {"TFLOP/s", 1e12},
+                              {"PFLOP/s", 1e15}}));
 }
 
 std::string format_bytes(Bytes b) { return with_prefix(b.value(), "B", true); }

@@ -19,11 +19,24 @@ class Quantity {
   constexpr double value() const { return value_; }
   static constexpr std::string_view symbol() { return Tag::symbol; }
 
-  constexpr Quantity& operator+=(Quantity o) { value_ += o.value_; return *this; }
-  constexpr Quantity& operator-=(Quantity o) { value_ -= o.value_; return *this; }
-  constexpr Quantity& operator*=(double k) { value_ *= k; return *this; }
-  friend constexpr Quantity operator+(Quantity a, Quantity b) { return Quantity(a.value_ + b.value_); }
-  friend constexpr Quantity operator-(Quantity a, Quantity b) { return Quantity(a.value_ - b.value_); }
+  constexpr Quantity& operator+=(Quantity o) {
+    value_ += o.value_;
+    return *this;
+  }
+  constexpr Quantity& operator-=(Quantity o) {
+    value_ -= o.value_;
+    return *this;
+  }
+  constexpr Quantity& operator*=(double k) {
+    value_ *= k;
+    return *this;
+  }
+  friend constexpr Quantity operator+(Quantity a, Quantity b) {
+    return Quantity(a.value_ + b.value_);
+  }
+  friend constexpr Quantity operator-(Quantity a, Quantity b) {
+    return Quantity(a.value_ - b.value_);
+  }
   friend constexpr Quantity operator*(Quantity a, double k) { return Quantity(a.value_ * k); }
   friend constexpr Quantity operator*(double k, Quantity a) { return Quantity(a.value_ * k); }
   friend constexpr Quantity operator/(Quantity a, double k) { return Quantity(a.value_ / k); }
@@ -34,11 +47,21 @@ class Quantity {
   double value_ = 0.0;
 };
 
-struct BytesTag { static constexpr std::string_view symbol = "B"; };
-struct FlopsTag { static constexpr std::string_view symbol = "FLOP"; };
-struct SecondsTag { static constexpr std::string_view symbol = "s"; };
-struct BandwidthTag { static constexpr std::string_view symbol = "B/s"; };
-struct FlopRateTag { static constexpr std::string_view symbol = "FLOP/s"; };
+struct BytesTag {
+  static constexpr std::string_view symbol = "B";
+};
+struct FlopsTag {
+  static constexpr std::string_view symbol = "FLOP";
+};
+struct SecondsTag {
+  static constexpr std::string_view symbol = "s";
+};
+struct BandwidthTag {
+  static constexpr std::string_view symbol = "B/s";
+};
+struct FlopRateTag {
+  static constexpr std::string_view symbol = "FLOP/s";
+};
 
 using Bytes = Quantity<BytesTag>;          // bytes
 using Flops = Quantity<FlopsTag>;          // floating-point operations (a multiply-add is 2)

@@ -78,8 +78,7 @@ ModelStats analyze(const LayerGraph& graph, std::int64_t batch, Precision precis
       if (l.requires_grad) {
         ls.backward_read_bytes =
             Bytes(tensor_bytes(l.output) * n + saved * n + (dgrad > 0 ? own_weights : 0.0));
-        ls.backward_write_bytes =
-            Bytes(in_grad_bytes * n + (has_weight_grad ? own_weights : 0.0));
+        ls.backward_write_bytes = Bytes(in_grad_bytes * n + (has_weight_grad ? own_weights : 0.0));
       }
     }
     const double kept = (output_kept[v] ? tensor_bytes(l.output) : 0.0) + c.saved_extra_bytes;
@@ -138,7 +137,9 @@ nlohmann::json to_json(const ModelStats& s, const LayerGraph& graph) {
   }
   json grads = json::array();
   for (const auto& g : s.gradients) {
-    grads.push_back({{"layer", g.layer}, {"tensor", g.tensor}, {"elements", g.elements},
+    grads.push_back({{"layer", g.layer},
+                     {"tensor", g.tensor},
+                     {"elements", g.elements},
                      {"bytes", g.bytes.value()}});
   }
   return {{"name", s.name},

@@ -16,7 +16,7 @@ struct LayerStats {
   LayerGraph::Vertex vertex;
   std::string name;
   std::string op;
-  Shape output_shape;  // with the batch dimension first
+  Shape output_shape;       // with the batch dimension first
   std::int64_t params = 0;  // learnable elements owned by this layer (tied ones excluded)
   double forward_macs = 0;
   Flops forward_flops;
@@ -44,7 +44,7 @@ struct ModelStats {
   std::string name;
   std::int64_t batch = 1;
   Precision precision = Precision::kFp32;
-  std::vector<LayerStats> layers;  // topological order
+  std::vector<LayerStats> layers;         // topological order
   std::vector<GradientTensor> gradients;  // backward order
   std::int64_t params = 0;
   double forward_macs = 0;

@@ -1,7 +1,7 @@
 #include "model/graph.hpp"
 
-#include <boost/graph/depth_first_search.hpp>
 #include <fmt/format.h>
+#include <boost/graph/depth_first_search.hpp>
 #include <functional>
 #include <queue>
 
@@ -112,12 +112,12 @@ void LayerGraph::finalize() {
     const Layer& owner = layers_[*l.tied_to];
     if (owner.params.empty() || l.params.empty() ||
         numel(owner.params.front().shape) != numel(l.params.front().shape)) {
-      fail_layer(v, fmt::format("tied_to '{}': its first parameter tensor {} does not match this "
-                                "weight {}",
-                                owner.name,
-                                owner.params.empty() ? "(none)"
-                                                     : to_string(owner.params.front().shape),
-                                l.params.empty() ? "(none)" : to_string(l.params.front().shape)));
+      fail_layer(
+          v, fmt::format("tied_to '{}': its first parameter tensor {} does not match this "
+                         "weight {}",
+                         owner.name,
+                         owner.params.empty() ? "(none)" : to_string(owner.params.front().shape),
+                         l.params.empty() ? "(none)" : to_string(l.params.front().shape)));
     }
   }
 }

@@ -17,8 +17,8 @@ namespace dlsim::model {
 struct Layer {
   std::string name;  // unique, dotted by block nesting: "layer1.0.conv1"
   std::shared_ptr<Op> op;
-  std::vector<std::size_t> inputs;  // producing layers, in the op's input order
-  SourceLocation where;             // where the layer was written
+  std::vector<std::size_t> inputs;     // producing layers, in the op's input order
+  SourceLocation where;                // where the layer was written
   std::optional<std::size_t> tied_to;  // layer whose first parameter tensor the weight shares
 
   // Filled by LayerGraph::finalize().

@@ -1,8 +1,8 @@
 #include "model/loader.hpp"
 
+#include <fmt/format.h>
 #include <deque>
 #include <filesystem>
-#include <fmt/format.h>
 #include <set>
 #include <unordered_map>
 
@@ -38,7 +38,7 @@ struct Target {
 };
 
 struct Scope {
-  std::string prefix;             // prepended to layer names: "layer1.0."
+  std::string prefix;              // prepended to layer names: "layer1.0."
   std::optional<Ref> block_input;  // what "in" stands for inside a block
   std::unordered_map<std::string, Target> names;
   std::set<std::string> disabled;  // entries whose "if" was false
@@ -78,7 +78,8 @@ class Loader {
     std::size_t index = 0;
     for (const ConfigNode& e : list.elements()) {
       ++index;
-      if (!e.is_map()) e.fail("a layer entry must be a mapping such as {name: conv1, op: conv2d, ...}");
+      if (!e.is_map())
+        e.fail("a layer entry must be a mapping such as {name: conv1, op: conv2d, ...}");
       const bool has_op = e.has("op");
       const bool has_block = e.has("block");
       if (has_op == has_block) e.fail("a layer entry needs exactly one of 'op' or 'block'");
@@ -171,8 +172,10 @@ class Loader {
     std::vector<std::string> param_names;
     for (const auto& [p, fallback] : def.params) {
       param_names.push_back(p);
-      if (e.has(p)) args.emplace(p, e.child(p).resolved());
-      else if (fallback) args.emplace(p, *fallback);
+      if (e.has(p))
+        args.emplace(p, e.child(p).resolved());
+      else if (fallback)
+        args.emplace(p, *fallback);
     }
     if (auto first = e.maybe_child("first")) {
       if (!repeated) first->fail("'first' needs 'repeat'");
@@ -229,8 +232,9 @@ class Loader {
         std::vector<std::string> known;
         for (const auto& [k, t] : s.names) known.push_back(k);
         if (s.block_input) known.push_back("in");
-        fail_at(r.at, "", fmt::format("no layer named '{}' in this list{}", r.name,
-                                      did_you_mean(r.name, known)));
+        fail_at(
+            r.at, "",
+            fmt::format("no layer named '{}' in this list{}", r.name, did_you_mean(r.name, known)));
       }
       if (it->second.vertex) return *it->second.vertex;
       r = Ref{it->second.scope, it->second.name, r.at};
@@ -269,9 +273,9 @@ LayerGraph load_yaml_model(const ConfigNode& file_root, const ParamOverrides& ov
       fail_at({}, "--set",
               fmt::format("model '{}' has no parameter '{}'{}{}", graph.name(), key,
                           did_you_mean(key, param_names),
-                          param_names.empty() ? " (it has none)"
-                                              : fmt::format(" (it has: {})",
-                                                            fmt::join(param_names, ", "))));
+                          param_names.empty()
+                              ? " (it has none)"
+                              : fmt::format(" (it has: {})", fmt::join(param_names, ", "))));
     }
     model_scope->set(key, YAML::Node(value));
   }

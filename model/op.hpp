@@ -37,11 +37,11 @@ struct ParamTensor {
 };
 
 struct OpCost {
-  double forward_macs = 0;    // multiply-accumulates of GEMM-like work (conv, linear, matmul)
-  double forward_flops = 0;   // every FLOP of the forward pass, 2 per MAC included
+  double forward_macs = 0;   // multiply-accumulates of GEMM-like work (conv, linear, matmul)
+  double forward_flops = 0;  // every FLOP of the forward pass, 2 per MAC included
   // Input-gradient FLOP for each input (counted only for inputs that need a gradient).
   std::vector<double> backward_input_flops;
-  double backward_weight_flops = 0;  // parameter-gradient FLOP
+  double backward_weight_flops = 0;       // parameter-gradient FLOP
   std::vector<std::size_t> saved_inputs;  // inputs kept for the backward pass
   bool saves_output = false;              // output kept for the backward pass
   double saved_extra_bytes = 0;           // masks, pooling indices (fixed-size elements)

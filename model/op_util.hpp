@@ -1,9 +1,9 @@
 #pragma once
 // Small helpers shared by the operator source files.
 
+#include <fmt/format.h>
 #include <array>
 #include <optional>
-#include <fmt/format.h>
 
 #include "model/op.hpp"
 
@@ -35,8 +35,8 @@ inline std::int64_t positive_attr(const ConfigNode& attrs, std::string_view key)
 
 inline void expect_inputs(std::span<const TensorSpec> in, std::size_t n, std::string_view op) {
   if (in.size() != n) {
-    throw ShapeError(fmt::format("{} takes {} input{}, got {}", op, n, n == 1 ? "" : "s",
-                                 in.size()));
+    throw ShapeError(
+        fmt::format("{} takes {} input{}, got {}", op, n, n == 1 ? "" : "s", in.size()));
   }
 }
 

@@ -44,7 +44,8 @@ class Conv2d final : public Op {
   }
 
   std::vector<ParamTensor> params(std::span<const TensorSpec> in) const override {
-    std::vector<ParamTensor> p{{"weight", {out_, in[0].shape[0] / groups_, kernel_[0], kernel_[1]}}};
+    std::vector<ParamTensor> p{
+        {"weight", {out_, in[0].shape[0] / groups_, kernel_[0], kernel_[1]}}};
     if (bias_) p.push_back({"bias", {out_}});
     return p;
   }
@@ -57,14 +58,14 @@ class Conv2d final : public Op {
     OpCost c;
     c.forward_macs = macs;
     c.forward_flops = 2 * macs + bias;
-    c.backward_input_flops = {2 * macs};     // transposed convolution of the output gradient
+    c.backward_input_flops = {2 * macs};        // transposed convolution of the output gradient
     c.backward_weight_flops = 2 * macs + bias;  // input x output-gradient correlation
     c.saved_inputs = {0};
     return c;
   }
 
   nlohmann::json attributes() const override {
-    return {{"out_channels", out_}, {"kernel", kernel_}, {"stride", stride_}, {"padding", pad_},
+    return {{"out_channels", out_},  {"kernel", kernel_}, {"stride", stride_}, {"padding", pad_},
             {"dilation", dilation_}, {"groups", groups_}, {"bias", bias_}};
   }
 
@@ -88,8 +89,8 @@ class Pool final : public Op {
     if (!a.has("stride")) a.mark_used("stride");
     for (int i = 0; i < 2; ++i) {
       if (2 * pad_[i] > kernel_[i]) {
-        a.child("padding").fail(fmt::format("padding {} is more than half the kernel {}", pad_[i],
-                                            kernel_[i]));
+        a.child("padding").fail(
+            fmt::format("padding {} is more than half the kernel {}", pad_[i], kernel_[i]));
       }
     }
   }
@@ -97,8 +98,10 @@ class Pool final : public Op {
 
   TensorSpec infer(std::span<const TensorSpec> in) const override {
     const auto& x = expect_image(in, kind());
-    const auto h = window_out(x.shape[1], kernel_[0], stride_[0], pad_[0], dilation_[0], ceil_mode_);
-    const auto w = window_out(x.shape[2], kernel_[1], stride_[1], pad_[1], dilation_[1], ceil_mode_);
+    const auto h =
+        window_out(x.shape[1], kernel_[0], stride_[0], pad_[0], dilation_[0], ceil_mode_);
+    const auto w =
+        window_out(x.shape[2], kernel_[1], stride_[1], pad_[1], dilation_[1], ceil_mode_);
     if (h < 1 || w < 1) {
       throw ShapeError(fmt::format("{}: window {}x{} does not fit input {}", kind(), kernel_[0],
                                    kernel_[1], to_string(x.shape)));
@@ -114,7 +117,7 @@ class Pool final : public Op {
     if (is_max_) {
       c.backward_input_flops = {outputs};  // scatter each gradient to its argmax
       c.saved_inputs = {0};
-      c.saved_extra_bytes = outputs * 8;   // int64 argmax indices, as PyTorch keeps them
+      c.saved_extra_bytes = outputs * 8;  // int64 argmax indices, as PyTorch keeps them
     } else {
       c.backward_input_flops = {outputs * window};  // spread each gradient over its window
     }
@@ -122,10 +125,12 @@ class Pool final : public Op {
   }
 
   nlohmann::json attributes() const override {
-    nlohmann::json j = {{"kernel", kernel_}, {"stride", stride_}, {"padding", pad_},
-                        {"ceil_mode", ceil_mode_}};
-    if (is_max_) j["dilation"] = dilation_;
-    else j["count_include_pad"] = count_include_pad_;
+    nlohmann::json j = {
+        {"kernel", kernel_}, {"stride", stride_}, {"padding", pad_}, {"ceil_mode", ceil_mode_}};
+    if (is_max_)
+      j["dilation"] = dilation_;
+    else
+      j["count_include_pad"] = count_include_pad_;
     return j;
   }
 
@@ -140,7 +145,8 @@ class AdaptiveAvgPool final : public Op {
  public:
   AdaptiveAvgPool(const ConfigNode& a, bool global)
       : global_(global),
-        out_(global ? std::array<std::int64_t, 2>{1, 1} : pair_attr(a, "output", std::nullopt, 1)) {}
+        out_(global ? std::array<std::int64_t, 2>{1, 1} : pair_attr(a, "output", std::nullopt, 1)) {
+  }
   std::string kind() const override { return global_ ? "global_avgpool" : "adaptive_avgpool"; }
 
   TensorSpec infer(std::span<const TensorSpec> in) const override {

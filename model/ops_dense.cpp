@@ -78,8 +78,8 @@ class MatMul final : public Op {
                                    to_string(b), transpose_b_ ? "^T" : ""));
     }
     if (b.size() > 2 && !std::equal(a.begin(), a.end() - 2, b.begin(), b.end() - 2)) {
-      throw ShapeError(fmt::format("matmul: leading dimensions differ: {} and {}", to_string(a),
-                                   to_string(b)));
+      throw ShapeError(
+          fmt::format("matmul: leading dimensions differ: {} and {}", to_string(a), to_string(b)));
     }
     Shape out = a;
     out.back() = n;
@@ -135,14 +135,14 @@ class Embedding final : public Op {
     const double n = numel(out.shape);
     OpCost c;
     c.forward_flops = (tables - 1) * n;    // gathers are free; the tables' rows are summed
-    c.backward_input_flops = {0.0};         // token ids have no gradient
+    c.backward_input_flops = {0.0};        // token ids have no gradient
     c.backward_weight_flops = tables * n;  // scatter-add of the output gradient into each table
     c.saved_inputs = {0};
     return c;
   }
   nlohmann::json attributes() const override {
-    return {{"vocab", vocab_}, {"dim", dim_}, {"positions", positions_},
-            {"token_types", token_types_}};
+    return {
+        {"vocab", vocab_}, {"dim", dim_}, {"positions", positions_}, {"token_types", token_types_}};
   }
 
  private:
@@ -165,8 +165,8 @@ class AttentionScores final : public Op {
                                    to_string(q), to_string(k)));
     }
     if (q[1] % heads_ != 0) {
-      throw ShapeError(fmt::format("attention_scores: width {} is not divisible by {} heads", q[1],
-                                   heads_));
+      throw ShapeError(
+          fmt::format("attention_scores: width {} is not divisible by {} heads", q[1], heads_));
     }
     return {{heads_, q[0], k[0]}, DType::kFloat};
   }
@@ -198,9 +198,9 @@ class AttentionContext final : public Op {
     const Shape& p = in[0].shape;
     const Shape& v = in[1].shape;
     if (p.size() != 3 || v.size() != 2 || p[0] != heads_ || p[2] != v[0] || v[1] % heads_ != 0) {
-      throw ShapeError(fmt::format(
-          "attention_context needs probs [{}, S, T] and v [T, d], got {} and {}", heads_,
-          to_string(p), to_string(v)));
+      throw ShapeError(
+          fmt::format("attention_context needs probs [{}, S, T] and v [T, d], got {} and {}",
+                      heads_, to_string(p), to_string(v)));
     }
     return {{p[1], v[1]}, DType::kFloat};
   }

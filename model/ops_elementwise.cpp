@@ -23,8 +23,10 @@ class Input final : public Op {
     }
     if (shape_.empty()) s.fail("shape needs at least one dimension");
     const auto dtype = a.get_or<std::string>("dtype", "float");
-    if (dtype == "int64") dtype_ = DType::kInt64;
-    else if (dtype != "float") a.child("dtype").fail("expected float or int64, got '" + dtype + "'");
+    if (dtype == "int64")
+      dtype_ = DType::kInt64;
+    else if (dtype != "float")
+      a.child("dtype").fail("expected float or int64, got '" + dtype + "'");
   }
   std::string kind() const override { return "input"; }
   TensorSpec infer(std::span<const TensorSpec> in) const override {
@@ -75,8 +77,10 @@ class Activation final : public Op {
     OpCost c;
     c.forward_flops = rule_.forward * n;
     c.backward_input_flops = {rule_.backward * n};
-    if (rule_.saves_output) c.saves_output = true;
-    else c.saved_inputs = {0};
+    if (rule_.saves_output)
+      c.saves_output = true;
+    else
+      c.saved_inputs = {0};
     return c;
   }
 
@@ -89,7 +93,8 @@ class Activation final : public Op {
 class Normalization final : public Op {
  public:
   Normalization(const ConfigNode& a, bool layer)
-      : layer_(layer), eps_(a.get_or("eps", layer ? 1e-5 : 1e-5)),
+      : layer_(layer),
+        eps_(a.get_or("eps", layer ? 1e-5 : 1e-5)),
         affine_(layer ? true : a.get_or("affine", true)) {
     if (eps_ <= 0) a.child("eps").fail("must be positive");
   }
@@ -108,8 +113,8 @@ class Normalization final : public Op {
   OpCost cost(std::span<const TensorSpec>, const TensorSpec& out) const override {
     const double n = numel(out.shape);
     OpCost c;
-    c.forward_flops = 7 * n;             // sum, sum of squares (2), subtract, scale, gamma, beta
-    c.backward_input_flops = {6 * n};    // recompute x_hat (2), combine with the two sums (4)
+    c.forward_flops = 7 * n;           // sum, sum of squares (2), subtract, scale, gamma, beta
+    c.backward_input_flops = {6 * n};  // recompute x_hat (2), combine with the two sums (4)
     c.backward_weight_flops = affine_ ? 3 * n : 0;  // sum(dy * x_hat) (2), sum(dy) (1)
     c.saved_inputs = {0};
     return c;
@@ -240,8 +245,8 @@ class Softmax final : public Op {
   OpCost cost(std::span<const TensorSpec>, const TensorSpec& out) const override {
     const double n = numel(out.shape);
     OpCost c;
-    c.forward_flops = 5 * n;             // max, subtract, exp, sum, divide
-    c.backward_input_flops = {4 * n};    // y * (dy - sum(dy * y))
+    c.forward_flops = 5 * n;           // max, subtract, exp, sum, divide
+    c.backward_input_flops = {4 * n};  // y * (dy - sum(dy * y))
     c.saves_output = true;
     return c;
   }
@@ -277,9 +282,8 @@ void register_elementwise_ops(OpRegistry& r) {
   r.add("input", "the model's input tensor (per sample)",
         [](const ConfigNode& a) { return std::make_unique<Input>(a); });
   for (const auto& rule : kActivations) {
-    r.add(rule.name, rule.summary, [&rule](const ConfigNode&) {
-      return std::make_unique<Activation>(rule);
-    });
+    r.add(rule.name, rule.summary,
+          [&rule](const ConfigNode&) { return std::make_unique<Activation>(rule); });
   }
   r.add("batchnorm", "batch normalization over channels (training statistics)",
         [](const ConfigNode& a) { return std::make_unique<Normalization>(a, false); });

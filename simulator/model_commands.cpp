@@ -48,14 +48,14 @@ std::string render_table(const model::ModelStats& s, const model::LayerGraph& g)
                      l.forward_flops.value() / kG, l.backward_flops().value() / kG,
                      l.activation_bytes.value() / kMi);
   }
-  o << fmt::format("{:<36} {:<22} {:>18} {:>12} {:>12.4f} {:>12.4f} {:>12.4f} {:>12.3f}\n",
-                   "total", fmt::format("{} layers", s.layers.size()), "", s.params,
-                   s.forward_macs / kG, s.forward_flops.value() / kG,
-                   s.backward_flops().value() / kG, s.activation_bytes.value() / kMi);
-  o << fmt::format("weights {} ({} parameters); activations kept for backward {}; "
-                   "{} gradient tensors\n",
-                   format_bytes(s.weight_bytes), s.params, format_bytes(s.activation_bytes),
-                   s.gradients.size());
+  o << fmt::format("{:<36} {:<22} {:>18} {:>12} {:>12.4f} {:>12.4f} {:>12.4f} {:>12.3f}\n", "total",
+                   fmt::format("{} layers", s.layers.size()), "", s.params, s.forward_macs / kG,
+                   s.forward_flops.value() / kG, s.backward_flops().value() / kG,
+                   s.activation_bytes.value() / kMi);
+  o << fmt::format(
+      "weights {} ({} parameters); activations kept for backward {}; "
+      "{} gradient tensors\n",
+      format_bytes(s.weight_bytes), s.params, format_bytes(s.activation_bytes), s.gradients.size());
   return o.str();
 }
 
@@ -75,8 +75,8 @@ std::string render_csv(const model::ModelStats& s) {
 void run_show(const ShowOptions& opt) {
   const auto precision = parse_precision(opt.precision);
   if (!precision) {
-    fail_at({}, "--precision", fmt::format("unknown precision '{}' (fp32, fp16, bf16)",
-                                           opt.precision));
+    fail_at({}, "--precision",
+            fmt::format("unknown precision '{}' (fp32, fp16, bf16)", opt.precision));
   }
   const auto graph = model::load_model(opt.model, parse_sets(opt.sets));
   const auto stats = model::analyze(graph, opt.batch, *precision);
@@ -85,8 +85,11 @@ void run_show(const ShowOptions& opt) {
     auto j = model::to_json(stats, graph);
     j["context"] = {{"dlsim_version", kVersion},
                     {"command", "model show"},
-                    {"inputs", {{"model", opt.model}, {"batch", opt.batch},
-                                {"precision", opt.precision}, {"set", opt.sets}}}};
+                    {"inputs",
+                     {{"model", opt.model},
+                      {"batch", opt.batch},
+                      {"precision", opt.precision},
+                      {"set", opt.sets}}}};
     text = j.dump(2) + "\n";
   } else if (opt.format == "csv") {
     text = render_csv(stats);
@@ -109,8 +112,8 @@ void run_list() {
         input += (input.empty() ? "" : ",") + shape_text(g.layer(v).output.shape);
       }
     }
-    // The description's first sentence (up to its first colon or period) fits one line.
-    std::string summary = g.description.substr(0, g.description.find_first_of(":."));
+    // The description up to its first colon, cut to fit one line.
+    std::string summary = g.description.substr(0, g.description.find(':'));
     if (summary.size() > 72) summary = summary.substr(0, 69) + "...";
     o << fmt::format("{:<14} {:>14} {:>12.3f}  {:<16} {}\n", name, s.params, s.forward_macs / 1e9,
                      input, summary);

@@ -18,8 +18,8 @@ TEST_CASE("an_unknown_key_names_file_line_and_the_nearest_known_key") {
   const auto root = ConfigNode::load_string("kernel: 3\nstrid: 2\n", "net.yaml");
   root.get<int>("kernel");
   root.get_or<int>("stride", 1);
-  CHECK_THROWS_WITH_AS(root.finish(),
-                       "net.yaml:2:1: unknown key 'strid'; did you mean 'stride'?", InputError);
+  CHECK_THROWS_WITH_AS(root.finish(), "net.yaml:2:1: unknown key 'strid'; did you mean 'stride'?",
+                       InputError);
 }
 
 TEST_CASE("a_missing_key_and_a_wrong_type_name_the_field") {
@@ -43,9 +43,8 @@ TEST_CASE("parameter_references_resolve_through_scopes") {
   auto inner = std::make_shared<ParamScope>(outer);
   inner->set("k", YAML::Node(7));
   inner->set("k", YAML::Node(5));  // a later binding replaces the earlier one
-  const auto root =
-      ConfigNode::load_string("out: $classes\nkernel: [1, $k]\nx: $nope\n", "p.yaml")
-          .with_scope(inner);
+  const auto root = ConfigNode::load_string("out: $classes\nkernel: [1, $k]\nx: $nope\n", "p.yaml")
+                        .with_scope(inner);
   CHECK(root.get<int>("out") == 1000);
   CHECK(root.child("kernel").as_int_list() == std::vector<std::int64_t>{1, 5});
   CHECK_THROWS_WITH_AS(root.get<int>("x"), doctest::Contains("unknown parameter '$nope'"),

@@ -10,9 +10,7 @@ using namespace dlsim::model;
 
 namespace {
 
-void load(const std::string& yaml) {
-  load_yaml_model(ConfigNode::load_string(yaml, "bad.yaml"));
-}
+void load(const std::string& yaml) { load_yaml_model(ConfigNode::load_string(yaml, "bad.yaml")); }
 
 }  // namespace
 
@@ -30,9 +28,10 @@ layers:
   - {op: input, shape: [3, 8, 8]}
   - {op: conv2d, out_channels: 4, kernel: 3, strid: 2}
 )"),
-                       "bad.yaml:4:46: 'layers[1]': unknown key 'strid'; did you mean 'stride'?", InputError);
-  CHECK_THROWS_WITH_AS(load("name: t\nlayer: []\n"), doctest::Contains("missing required key 'layers'"),
+                       "bad.yaml:4:46: 'layers[1]': unknown key 'strid'; did you mean 'stride'?",
                        InputError);
+  CHECK_THROWS_WITH_AS(load("name: t\nlayer: []\n"),
+                       doctest::Contains("missing required key 'layers'"), InputError);
   CHECK_THROWS_WITH_AS(load("name: t\nlayers: []\nextra: 1\n"),
                        doctest::Contains("bad.yaml:3:1: unknown key 'extra'"), InputError);
 }
@@ -61,15 +60,16 @@ layers:
 }
 
 TEST_CASE("add_of_different_channels_is_rejected") {
-  CHECK_THROWS_WITH_AS(load(R"(name: t
+  CHECK_THROWS_WITH_AS(
+      load(R"(name: t
 layers:
   - {name: x, op: input, shape: [3, 8, 8]}
   - {name: a, op: conv2d, out_channels: 4, kernel: 1}
   - {name: sum, op: add, inputs: [a, x]}
 )"),
-                       doctest::Contains("layer 'sum' (add): add: input shapes differ: [4, 8, 8] vs "
-                                         "[3, 8, 8]"),
-                       InputError);
+      doctest::Contains("layer 'sum' (add): add: input shapes differ: [4, 8, 8] vs "
+                        "[3, 8, 8]"),
+      InputError);
 }
 
 TEST_CASE("a_cycle_is_rejected_naming_the_layers") {
@@ -88,7 +88,8 @@ layers:
   - {name: x, op: input, shape: [4]}
   - {name: y, op: relu, input: z}
 )"),
-                       doctest::Contains("bad.yaml:4:32: no layer named 'z' in this list"), InputError);
+                       doctest::Contains("bad.yaml:4:32: no layer named 'z' in this list"),
+                       InputError);
   CHECK_THROWS_WITH_AS(load(R"(name: t
 layers:
   - {name: x, op: input, shape: [4]}
@@ -123,7 +124,8 @@ layers:
   - {name: x, op: input, shape: [4]}
   - {name: s, block: fc, repeat: 3, n: 8, first: {n: 16, act: false}}
   - {name: out, op: linear, input: s, out_features: 2}
-)", "ok.yaml"));
+)",
+                                                         "ok.yaml"));
   CHECK(g.find("s.0.l").has_value());
   CHECK(!g.find("s.0.r").has_value());
   CHECK(g.find("s.2.r").has_value());

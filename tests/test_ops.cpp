@@ -26,11 +26,32 @@ const LayerStats& stats_of(const ModelStats& s, const std::string& name) {
 
 TEST_CASE("every_documented_operator_is_registered") {
   const auto names = op_registry().names();
-  for (const char* op :
-       {"input", "conv2d", "batchnorm", "relu", "relu6", "sigmoid", "tanh", "gelu", "silu",
-        "maxpool", "avgpool", "adaptive_avgpool", "global_avgpool", "lrn", "linear", "dropout",
-        "flatten", "concat", "add", "softmax", "softmax_cross_entropy", "embedding", "layernorm",
-        "matmul", "attention_scores", "attention_context"}) {
+  for (const char* op : {"input",
+                         "conv2d",
+                         "batchnorm",
+                         "relu",
+                         "relu6",
+                         "sigmoid",
+                         "tanh",
+                         "gelu",
+                         "silu",
+                         "maxpool",
+                         "avgpool",
+                         "adaptive_avgpool",
+                         "global_avgpool",
+                         "lrn",
+                         "linear",
+                         "dropout",
+                         "flatten",
+                         "concat",
+                         "add",
+                         "softmax",
+                         "softmax_cross_entropy",
+                         "embedding",
+                         "layernorm",
+                         "matmul",
+                         "attention_scores",
+                         "attention_context"}) {
     CHECK_MESSAGE(std::find(names.begin(), names.end(), op) != names.end(), op);
   }
 }

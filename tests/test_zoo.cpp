@@ -24,9 +24,9 @@ double relative_error(double got, double want) { return std::abs(got - want) / w
 
 TEST_CASE("zoo_lists_every_model") {
   const std::vector<std::string> expected = {
-      "alexnet",  "bert_base", "bert_large", "googlenet", "gpt2",     "gpt2_medium",
-      "inception_v3", "resnet101", "resnet152", "resnet18", "resnet34", "resnet50",
-      "vgg11",    "vgg16",     "vgg19"};
+      "alexnet",     "bert_base",    "bert_large", "googlenet", "gpt2",
+      "gpt2_medium", "inception_v3", "resnet101",  "resnet152", "resnet18",
+      "resnet34",    "resnet50",     "vgg11",      "vgg16",     "vgg19"};
   auto names = zoo_names();
   std::sort(names.begin(), names.end());
   auto sorted = expected;
@@ -36,10 +36,10 @@ TEST_CASE("zoo_lists_every_model") {
 
 TEST_CASE("cnn_parameter_counts_equal_torchvision_exactly") {
   const std::vector<std::pair<std::string, std::int64_t>> facts = {
-      {"alexnet", 61100840},    {"googlenet", 6624904},  {"inception_v3", 27161264},
-      {"resnet18", 11689512},   {"resnet34", 21797672},  {"resnet50", 25557032},
-      {"resnet101", 44549160},  {"resnet152", 60192808}, {"vgg11", 132863336},
-      {"vgg16", 138357544},     {"vgg19", 143667240}};
+      {"alexnet", 61100840},   {"googlenet", 6624904},  {"inception_v3", 27161264},
+      {"resnet18", 11689512},  {"resnet34", 21797672},  {"resnet50", 25557032},
+      {"resnet101", 44549160}, {"resnet152", 60192808}, {"vgg11", 132863336},
+      {"vgg16", 138357544},    {"vgg19", 143667240}};
   for (const auto& [name, params] : facts) {
     CAPTURE(name);
     CHECK(stats(name).params == params);
@@ -50,12 +50,17 @@ TEST_CASE("cnn_forward_macs_within_one_percent_of_torchvision") {
   // torchvision's "GFLOPS" column counts multiply-accumulates of conv and linear layers.
   // Inception v3 is counted in eval mode, i.e. without the auxiliary head.
   const std::vector<std::tuple<std::string, double, ParamOverrides>> facts = {
-      {"alexnet", 0.714e9, {}},       {"googlenet", 1.498e9, {}},
+      {"alexnet", 0.714e9, {}},
+      {"googlenet", 1.498e9, {}},
       {"inception_v3", 5.713e9, {{"aux_logits", "false"}}},
-      {"resnet18", 1.814e9, {}},      {"resnet34", 3.664e9, {}},
-      {"resnet50", 4.089e9, {}},      {"resnet101", 7.801e9, {}},
-      {"resnet152", 11.514e9, {}},    {"vgg11", 7.609e9, {}},
-      {"vgg16", 15.47e9, {}},         {"vgg19", 19.632e9, {}}};
+      {"resnet18", 1.814e9, {}},
+      {"resnet34", 3.664e9, {}},
+      {"resnet50", 4.089e9, {}},
+      {"resnet101", 7.801e9, {}},
+      {"resnet152", 11.514e9, {}},
+      {"vgg11", 7.609e9, {}},
+      {"vgg16", 15.47e9, {}},
+      {"vgg19", 19.632e9, {}}};
   for (const auto& [name, macs, set] : facts) {
     CAPTURE(name);
     const double err = relative_error(stats(name, set).forward_macs, macs);
@@ -105,7 +110,7 @@ TEST_CASE("bert_base_forward_macs_follow_the_transformer_closed_form") {
   // Per layer: 4 d^2 S (Q, K, V, output) + 2 d S^2 (scores, context) + 8 d^2 S (feed-forward);
   // heads: pooler d^2 S, NSP 2 d S, MLM transform d^2 S and decoder d V S.
   const double d = 768, s = 128, v = 30522, layers = 12;
-  const double expected = layers * (12 * d * d * s + 2 * d * s * s) + d * d * s + 2 * d * s +
-                          d * d * s + d * v * s;
+  const double expected =
+      layers * (12 * d * d * s + 2 * d * s * s) + d * d * s + 2 * d * s + d * d * s + d * v * s;
   CHECK(stats("bert_base").forward_macs == doctest::Approx(expected));
 }
