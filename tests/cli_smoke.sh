@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The dlsim commands a user meets first produce the documented output.
-# Usage: cli_smoke.sh DLSIM
+# Usage: cli_smoke.sh DLSIM SOURCE_DIR
 set -u
 dlsim=$1
+src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -41,6 +42,11 @@ check "bert at 512 tokens" grep -q 'input_ids .* 1x512 ' "$tmp/b.txt"
 
 "$dlsim" model ops >"$tmp/ops"
 check "ops lists conv2d" grep -q '^conv2d ' "$tmp/ops"
+
+# The example in docs/model-format.md is a working model file.
+awk '/^```yaml/{f=1;next}/^```/{if(f)exit}f' "$src/docs/model-format.md" >"$tmp/tiny.yaml"
+"$dlsim" model show "$tmp/tiny.yaml" --set width=32 >"$tmp/tiny.txt"
+check "docs example loads" grep -qE '^total +35 layers +76490 ' "$tmp/tiny.txt"
 
 "$dlsim" --version >"$tmp/v"
 check "version" grep -q '^dlsim [0-9]' "$tmp/v"
