@@ -94,7 +94,7 @@ class Normalization final : public Op {
  public:
   Normalization(const ConfigNode& a, bool layer)
       : layer_(layer),
-        eps_(a.get_or("eps", layer ? 1e-5 : 1e-5)),
+        eps_(a.get_or("eps", 1e-5)),
         affine_(layer ? true : a.get_or("affine", true)) {
     if (eps_ <= 0) a.child("eps").fail("must be positive");
   }
