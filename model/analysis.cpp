@@ -30,7 +30,6 @@ ModelStats analyze(const LayerGraph& graph, std::int64_t batch, Precision precis
     if (costs[v].saves_output) output_kept[v] = true;
   }
 
-  std::vector<std::size_t> index_of(graph.size());
   for (auto v : graph.order()) {
     const Layer& l = graph.layer(v);
     const OpCost& c = costs[v];
@@ -41,10 +40,15 @@ ModelStats analyze(const LayerGraph& graph, std::int64_t batch, Precision precis
     ls.output_shape = l.output.shape;
     ls.output_shape.insert(ls.output_shape.begin(), batch);
 
+    // Parameters a layer owns, and the weight bytes it reads (a tied weight is read but is
+    // counted as a parameter only at its owner).
     double weights = 0;
+    double read_weights = 0;
     for (const auto& p : l.params) {
+      read_weights += numel(p.shape);
       if (!p.tied) weights += numel(p.shape);
     }
+    const double own_weights = read_weights * elem;
     ls.params = static_cast<std::int64_t>(weights);
     ls.weight_bytes = Bytes(weights * elem);
     ls.forward_macs = c.forward_macs * n;
@@ -67,11 +71,6 @@ ModelStats analyze(const LayerGraph& graph, std::int64_t batch, Precision precis
     double saved = c.saved_extra_bytes;
     for (auto i : c.saved_inputs) saved += tensor_bytes(graph.layer(l.inputs.at(i)).output);
     if (c.saves_output) saved += tensor_bytes(l.output);
-    const double own_weights = [&] {
-      double w = 0;
-      for (const auto& p : l.params) w += numel(p.shape);
-      return w * elem;
-    }();
     if (!l.op->is_view()) {
       ls.forward_read_bytes = Bytes(own_weights + in_bytes * n);
       ls.forward_write_bytes = Bytes(tensor_bytes(l.output) * n);
@@ -91,7 +90,6 @@ ModelStats analyze(const LayerGraph& graph, std::int64_t batch, Precision precis
     s.backward_weight_flops += ls.backward_weight_flops;
     s.weight_bytes += ls.weight_bytes;
     s.activation_bytes += ls.activation_bytes;
-    index_of[v] = s.layers.size();
     s.layers.push_back(std::move(ls));
   }
 
