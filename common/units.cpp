@@ -44,7 +44,7 @@ double parse_with(std::string_view text, std::string_view what,
 
 constexpr double kKi = 1024.0;
 
-std::string with_prefix(double v, std::string_view unit, bool binary) {
+std::string with_prefix(double v, std::string_view unit, bool binary, int digits = 3) {
   static constexpr std::array<std::string_view, 6> dec = {"", "K", "M", "G", "T", "P"};
   static constexpr std::array<std::string_view, 6> bin = {"", "Ki", "Mi", "Gi", "Ti", "Pi"};
   const double step = binary ? kKi : 1000.0;
@@ -53,7 +53,7 @@ std::string with_prefix(double v, std::string_view unit, bool binary) {
     v /= step;
     ++i;
   }
-  return fmt::format("{:.3g} {}{}", v, binary ? bin[i] : dec[i], unit);
+  return fmt::format("{:.{}g} {}{}", v, digits, binary ? bin[i] : dec[i], unit);
 }
 
 }  // namespace
@@ -97,6 +97,19 @@ Bandwidth parse_bandwidth(std::string_view text) {
                                {"Gb/s", 1.25e8},
                                {"Tb/s", 1.25e11}}));
 }
+
+Flops parse_flops(std::string_view text) {
+  return Flops(parse_with(text, "amount of work",
+                          {{"FLOP", 1},
+                           {"KFLOP", 1e3},
+                           {"MFLOP", 1e6},
+                           {"GFLOP", 1e9},
+                           {"TFLOP", 1e12},
+                           {"PFLOP", 1e15}}));
+}
+
+std::string format_bandwidth(Bandwidth b) { return with_prefix(b.value(), "B/s", false, 4); }
+std::string format_flop_rate(FlopRate r) { return with_prefix(r.value(), "FLOP/s", false, 4); }
 
 FlopRate parse_flop_rate(std::string_view text) {
   return FlopRate(parse_with(text, "compute rate",

@@ -78,10 +78,14 @@ Bytes parse_bytes(std::string_view text);
 Seconds parse_seconds(std::string_view text);
 Bandwidth parse_bandwidth(std::string_view text);
 FlopRate parse_flop_rate(std::string_view text);
+Flops parse_flops(std::string_view text);
 
 // Human-readable with an SI (or, for bytes, binary) prefix: "1.50 GiB", "3.2 GFLOP".
 std::string format_bytes(Bytes b);
 std::string format_flops(Flops f);
 std::string format_seconds(Seconds s);
+// Four significant digits, decimal prefixes: "25 GB/s", "15.7 TFLOP/s".
+std::string format_bandwidth(Bandwidth b);
+std::string format_flop_rate(FlopRate r);
 
 }  // namespace dlsim

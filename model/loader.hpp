@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/config.hpp"
+#include "common/embedded.hpp"
 #include "model/graph.hpp"
 
 namespace dlsim::model {
@@ -20,11 +21,7 @@ LayerGraph load_yaml_model(const ConfigNode& root, const ParamOverrides& overrid
 // A zoo name ("resnet50"), a YAML file or an ONNX file (by its .onnx suffix).
 LayerGraph load_model(const std::string& name_or_path, const ParamOverrides& overrides = {});
 
-struct ZooEntry {
-  std::string name;  // file stem
-  std::string path;  // repository path, used in messages
-  std::string text;  // the YAML
-};
+using ZooEntry = EmbeddedFile;
 // The zoo compiled into the binary, sorted by name.
 const std::vector<ZooEntry>& zoo();
 std::vector<std::string> zoo_names();
