@@ -1,0 +1,621 @@
+#include "hardware/loader.hpp"
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <stdexcept>
+
+#include "common/config.hpp"
+#include "common/hostlist.hpp"
+
+namespace dlsim::hardware {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- values with units ---------------------------------------------------------------------
+
+template <class Q, class Parse>
+Q quantity(const ConfigNode& n, Parse parse) {
+  try {
+    return parse(n.as<std::string>());
+  } catch (const std::invalid_argument& e) {
+    n.fail(e.what());
+  }
+}
+Bytes bytes(const ConfigNode& n) { return quantity<Bytes>(n, parse_bytes); }
+Seconds seconds(const ConfigNode& n) { return quantity<Seconds>(n, parse_seconds); }
+Bandwidth bandwidth(const ConfigNode& n) { return quantity<Bandwidth>(n, parse_bandwidth); }
+FlopRate flop_rate(const ConfigNode& n) { return quantity<FlopRate>(n, parse_flop_rate); }
+Flops flops(const ConfigNode& n) {
+  try {
+    return parse_flops(n.as<std::string>());
+  } catch (const std::invalid_argument& e) {
+    n.fail(e.what());
+  }
+}
+
+double fraction(const ConfigNode& n) {
+  const double v = n.as<double>();
+  if (!(v > 0 && v <= 1)) n.fail(fmt::format("must be a fraction in (0, 1], got {}", v));
+  return v;
+}
+int positive_int(const ConfigNode& n) {
+  const int v = n.as<int>();
+  if (v < 1) n.fail(fmt::format("must be a positive integer, got {}", v));
+  return v;
+}
+int non_negative_int(const ConfigNode& n) {
+  const int v = n.as<int>();
+  if (v < 0) n.fail(fmt::format("must not be negative, got {}", v));
+  return v;
+}
+
+// Reads `key` into `out` when present; without it, keeps the inherited value, or reports the
+// key missing when nothing was inherited.
+template <class T, class Parse>
+void field(const ConfigNode& n, std::string_view key, T& out, bool inherited, Parse parse) {
+  if (n.has(key)) {
+    out = parse(n.child(key));
+  } else if (inherited) {
+    n.mark_used(key);
+  } else {
+    n.child(key);  // throws: missing key
+  }
+}
+std::string text(const ConfigNode& n) { return n.as<std::string>(); }
+
+// ---- references: preset names, files, inline mappings ---------------------------------------
+
+const char* folder_of(std::string_view kind) {
+  if (kind == "gpu") return "gpus";
+  if (kind == "node") return "nodes";
+  if (kind == "network") return "networks";
+  if (kind == "library") return "libraries";
+  return "clusters";
+}
+
+bool is_path(const std::string& s) {
+  return s.ends_with(".yaml") || s.ends_with(".yml") || s.find('/') != std::string::npos;
+}
+
+struct Opened {
+  ConfigNode node;
+  std::string dir;   // for relative `extends:` and references
+  std::string stem;  // the file's stem, which `name:` must equal
+};
+
+std::vector<std::string> preset_names(std::string_view kind) {
+  std::vector<std::string> out;
+  const std::string prefix = std::string(folder_of(kind)) + "/";
+  for (const auto& p : presets()) {
+    if (p.name.starts_with(prefix)) out.push_back(p.name.substr(prefix.size()));
+  }
+  return out;
+}
+
+Opened open(const std::string& ref, std::string_view kind, const std::string& dir,
+            const SourceLocation& where) {
+  if (is_path(ref)) {
+    fs::path p(ref);
+    if (p.is_relative() && !dir.empty()) p = fs::path(dir) / p;
+    if (!fs::exists(p)) fail_at(where, "", fmt::format("{} file '{}' not found", kind, p.string()));
+    return {ConfigNode::load_file(p.string()), p.parent_path().string(), p.stem().string()};
+  }
+  const std::string key = std::string(folder_of(kind)) + "/" + ref;
+  for (const auto& p : presets()) {
+    if (p.name == key) return {ConfigNode::load_string(p.text, p.path), "", ref};
+  }
+  fail_at(
+      where, "",
+      fmt::format("unknown {} preset '{}'{}", kind, ref, did_you_mean(ref, preset_names(kind))));
+}
+
+// Reads the common header; `base` (from `extends:`) supplies what the file leaves out.
+void read_about(const ConfigNode& n, std::string_view kind, const std::string& stem,
+                Provenance& about, bool inherited, const std::string& file) {
+  if (n.has("kind") || !stem.empty()) {
+    const auto k = n.get<std::string>("kind");
+    if (k != kind) {
+      n.child("kind").fail(fmt::format("expected a {} profile here, found kind '{}'", kind, k));
+    }
+  }
+  field(n, "name", about.name, inherited && stem.empty(), text);
+  if (!stem.empty() && about.name != stem) {
+    n.child("name").fail(fmt::format("'{}' must equal the file name '{}'", about.name, stem));
+  }
+  field(n, "description", about.description, inherited, text);
+  field(n, "source", about.source, inherited, text);
+  about.file = file;
+}
+
+// Each loader reads one mapping; `chain` holds the files being extended, to refuse cycles.
+struct Context {
+  std::string dir;
+  std::vector<std::string> chain;
+};
+
+template <class Spec>
+using Parser = Spec (*)(const ConfigNode&, const std::string& stem, Context&);
+
+template <class Spec>
+Spec resolve(const ConfigNode& ref, std::string_view kind, Context& ctx, Parser<Spec> parse);
+
+template <class Spec>
+Spec load_file_or_preset(const std::string& ref, std::string_view kind, Context& ctx,
+                         const SourceLocation& where, Parser<Spec> parse) {
+  auto opened = open(ref, kind, ctx.dir, where);
+  const std::string id = opened.node.file();
+  if (std::find(ctx.chain.begin(), ctx.chain.end(), id) != ctx.chain.end()) {
+    std::string cycle;
+    for (const auto& c : ctx.chain) cycle += c + " -> ";
+    fail_at(where, "extends", "cycle: " + cycle + id);
+  }
+  if (!opened.node.is_map()) opened.node.fail(fmt::format("a {} profile must be a mapping", kind));
+  Context inner{opened.dir, ctx.chain};
+  inner.chain.push_back(id);
+  return parse(opened.node, opened.stem, inner);
+}
+
+template <class Spec>
+Spec resolve(const ConfigNode& ref, std::string_view kind, Context& ctx, Parser<Spec> parse) {
+  if (ref.is_map()) {
+    Context inner = ctx;
+    return parse(ref, "", inner);
+  }
+  return load_file_or_preset<Spec>(ref.as<std::string>(), kind, ctx, ref.where(), parse);
+}
+
+template <class Spec>
+bool take_base(const ConfigNode& n, std::string_view kind, Context& ctx, Parser<Spec> parse,
+               Spec& out) {
+  if (!n.has("extends")) return false;
+  const auto ext = n.child("extends");
+  if (!ext.is_scalar()) ext.fail("must name a preset or a file");
+  out = load_file_or_preset<Spec>(ext.as<std::string>(), kind, ctx, ext.where(), parse);
+  return true;
+}
+
+// ---- gpu ------------------------------------------------------------------------------------
+
+EfficiencyCurve curve(const ConfigNode& n, bool work_in_bytes) {
+  EfficiencyCurve c;
+  c.max = fraction(n.child("max"));
+  c.half = work_in_bytes ? bytes(n.child("half")).value() : flops(n.child("half")).value();
+  if (c.half <= 0) n.child("half").fail("must be positive");
+  n.finish();
+  return c;
+}
+
+GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
+  GpuSpec g;
+  const bool inherited = take_base<GpuSpec>(n, "gpu", ctx, parse_gpu, g);
+  read_about(n, "gpu", stem, g.about, inherited, n.file());
+  if (n.has("peak")) {
+    const auto peak = n.child("peak");
+    static const std::vector<std::string> kPrecisions = {"fp64", "fp32", "tf32", "fp16", "bf16"};
+    for (const auto& p : kPrecisions) {
+      if (peak.has(p)) g.peak[p] = flop_rate(peak.child(p));
+    }
+    peak.finish(kPrecisions);
+  } else if (!inherited) {
+    n.child("peak");
+  }
+  if (!g.peak.count("fp32")) n.child("peak").child("fp32");  // required
+  if (n.has("memory")) {
+    const auto m = n.child("memory");
+    field(m, "capacity", g.memory_capacity, inherited, bytes);
+    field(m, "bandwidth", g.memory_bandwidth, inherited, bandwidth);
+    m.finish();
+  } else if (!inherited) {
+    n.child("memory");
+  }
+  if (n.has("efficiency")) {
+    const auto e = n.child("efficiency");
+    field(e, "source", g.efficiency_source, inherited, text);
+    field(e, "gemm", g.gemm, inherited, [](const ConfigNode& c) { return curve(c, false); });
+    field(e, "conv", g.conv, inherited, [](const ConfigNode& c) { return curve(c, false); });
+    field(e, "memory", g.memory, inherited, [](const ConfigNode& c) { return curve(c, true); });
+    e.finish();
+  } else if (!inherited) {
+    n.child("efficiency");
+  }
+  field(n, "kernel_launch", g.kernel_launch, inherited, seconds);
+  n.finish();
+  return g;
+}
+
+// ---- node -----------------------------------------------------------------------------------
+
+std::vector<FabricLink> parse_links(const ConfigNode& n, const NodeSpec& node) {
+  std::set<std::string> vertices;
+  for (int i = 0; i < node.gpus; ++i) vertices.insert(fmt::format("gpu{}", i));
+  for (int i = 0; i < node.host.sockets; ++i) vertices.insert(fmt::format("cpu{}", i));
+  for (int i = 0; i < node.nics; ++i) vertices.insert(fmt::format("nic{}", i));
+  for (const auto& s : node.switches) vertices.insert(s);
+  const std::vector<std::string> known(vertices.begin(), vertices.end());
+  std::vector<std::string> types;
+  for (const auto& [t, _] : node.link_types) types.push_back(t);
+
+  std::vector<FabricLink> links;
+  for (const auto& e : n.elements()) {
+    const auto parts = e.elements();
+    if (parts.size() < 3 || parts.size() > 4) {
+      e.fail("a link is [a, b, type] or [a, b, type, lanes]");
+    }
+    FabricLink base;
+    base.where = e.where();
+    base.type = parts[2].as<std::string>();
+    if (!node.link_types.count(base.type)) {
+      parts[2].fail(
+          fmt::format("unknown link type '{}'{}", base.type, did_you_mean(base.type, types)));
+    }
+    base.lanes = parts.size() == 4 ? positive_int(parts[3]) : 1;
+    std::vector<std::string> ends[2];
+    for (int side = 0; side < 2; ++side) {
+      const auto name = parts[side].as<std::string>();
+      if (name == "gpu*") {
+        for (int i = 0; i < node.gpus; ++i) ends[side].push_back(fmt::format("gpu{}", i));
+      } else if (vertices.count(name)) {
+        ends[side].push_back(name);
+      } else {
+        parts[side].fail(fmt::format(
+            "unknown vertex '{}' (gpu0..gpu{}, cpu0..cpu{}, nic0..nic{}, "
+            "or a name under switches){}",
+            name, node.gpus - 1, node.host.sockets - 1, node.nics - 1, did_you_mean(name, known)));
+      }
+    }
+    for (const auto& a : ends[0]) {
+      for (const auto& b : ends[1]) {
+        if (a == b) e.fail(fmt::format("a link from '{}' to itself", a));
+        FabricLink l = base;
+        l.a = a;
+        l.b = b;
+        links.push_back(l);
+      }
+    }
+  }
+  return links;
+}
+
+NodeSpec parse_node(const ConfigNode& n, const std::string& stem, Context& ctx) {
+  NodeSpec node;
+  const bool inherited = take_base<NodeSpec>(n, "node", ctx, parse_node, node);
+  read_about(n, "node", stem, node.about, inherited, n.file());
+  if (n.has("gpu")) {
+    node.gpu = resolve<GpuSpec>(n.child("gpu"), "gpu", ctx, parse_gpu);
+  } else if (!inherited) {
+    n.child("gpu");
+  }
+  field(n, "gpus", node.gpus, inherited, positive_int);
+  if (n.has("host")) {
+    const auto h = n.child("host");
+    field(h, "cpu", node.host.cpu, inherited, text);
+    field(h, "sockets", node.host.sockets, inherited, positive_int);
+    field(h, "cores", node.host.cores, inherited, positive_int);
+    field(h, "memory", node.host.memory, inherited, bytes);
+    field(h, "memory_bandwidth", node.host.memory_bandwidth, inherited, bandwidth);
+    h.finish();
+  } else if (!inherited) {
+    n.child("host");
+  }
+  field(n, "nics", node.nics, inherited, non_negative_int);
+  if (n.has("link_types")) {
+    const auto lt = n.child("link_types");
+    if (!lt.is_map()) lt.fail("must map link type names to {bandwidth, latency}");
+    for (const auto& key : lt.keys()) {
+      const auto t = lt.child(key);
+      LinkType type;
+      type.bandwidth = bandwidth(t.child("bandwidth"));
+      type.latency = seconds(t.child("latency"));
+      t.finish();
+      node.link_types[key] = type;
+    }
+  } else if (!inherited) {
+    n.child("link_types");
+  }
+  if (n.has("switches")) {
+    node.switches.clear();
+    std::set<std::string> seen;
+    for (const auto& s : n.child("switches").elements()) {
+      const auto name = s.as<std::string>();
+      const bool reserved =
+          name.starts_with("gpu") || name.starts_with("cpu") || name.starts_with("nic");
+      if (reserved)
+        s.fail(fmt::format("'{}': switch names may not start with gpu, cpu or nic", name));
+      if (!seen.insert(name).second) s.fail(fmt::format("switch '{}' listed twice", name));
+      node.switches.push_back(name);
+    }
+  } else {
+    n.mark_used("switches");
+  }
+  if (n.has("links")) {
+    node.links = parse_links(n.child("links"), node);
+  } else if (!inherited) {
+    n.child("links");
+  }
+  n.finish();
+  return node;
+}
+
+// ---- network --------------------------------------------------------------------------------
+
+TopologySpec parse_topology(const ConfigNode& t, const TopologySpec* base) {
+  TopologySpec s;
+  s.kind = t.get<std::string>("kind");
+  if (std::find(topology_kinds().begin(), topology_kinds().end(), s.kind) ==
+      topology_kinds().end()) {
+    t.child("kind").fail(
+        fmt::format("unknown topology '{}'{}", s.kind, did_you_mean(s.kind, topology_kinds())));
+  }
+  const bool inherited = base && base->kind == s.kind;
+  if (inherited) s = *base;
+  if (s.kind == "fat_tree") {
+    field(t, "nodes_per_leaf", s.nodes_per_leaf, inherited, positive_int);
+    field(t, "oversubscription", s.oversubscription, inherited, [](const ConfigNode& c) {
+      const double v = c.as<double>();
+      if (v < 1) c.fail(fmt::format("must be at least 1 (down:up bandwidth), got {}", v));
+      return v;
+    });
+  } else if (s.kind == "dragonfly") {
+    field(t, "nodes_per_group", s.nodes_per_group, inherited, positive_int);
+    field(t, "global_bandwidth", s.global_bandwidth, inherited, bandwidth);
+    field(t, "global_latency", s.global_latency, inherited, seconds);
+  } else if (s.kind == "cloud") {
+    Bandwidth cap = s.per_flow_cap.value_or(Bandwidth(0));
+    field(t, "per_flow_cap", cap, inherited, bandwidth);
+    s.per_flow_cap = cap;
+  }
+  t.finish();
+  return s;
+}
+
+NetworkSpec parse_network(const ConfigNode& n, const std::string& stem, Context& ctx) {
+  NetworkSpec net;
+  const bool inherited = take_base<NetworkSpec>(n, "network", ctx, parse_network, net);
+  read_about(n, "network", stem, net.about, inherited, n.file());
+  if (n.has("port")) {
+    const auto p = n.child("port");
+    field(p, "bandwidth", net.port.bandwidth, inherited, bandwidth);
+    field(p, "latency", net.port.latency, inherited, seconds);
+    p.finish();
+  } else if (!inherited) {
+    n.child("port");
+  }
+  field(n, "switch_latency", net.switch_latency, inherited, seconds);
+  if (n.has("transport")) {
+    const auto t = n.child("transport");
+    field(t, "kind", net.transport.kind, inherited, [](const ConfigNode& c) {
+      const auto k = c.as<std::string>();
+      if (k != "rdma" && k != "tcp") c.fail(fmt::format("'{}' is not rdma or tcp", k));
+      return k;
+    });
+    field(t, "efficiency", net.transport.efficiency, inherited, fraction);
+    field(t, "message_overhead", net.transport.message_overhead, inherited, seconds);
+    t.finish();
+  } else if (!inherited) {
+    n.child("transport");
+  }
+  if (n.has("topology")) {
+    net.topology = parse_topology(n.child("topology"), inherited ? &net.topology : nullptr);
+  } else if (!inherited) {
+    n.child("topology");
+  }
+  n.finish();
+  return net;
+}
+
+// ---- library --------------------------------------------------------------------------------
+
+ProtocolSpec parse_protocol(const ConfigNode& p) {
+  ProtocolSpec s;
+  s.name = p.get<std::string>("name");
+  s.bandwidth_fraction = fraction(p.child("bandwidth_fraction"));
+  s.base_latency = seconds(p.child("base_latency"));
+  const auto step = p.child("step_latency");
+  s.step_nvlink = seconds(step.child("nvlink"));
+  s.step_pcie = seconds(step.child("pcie"));
+  s.step_network = seconds(step.child("network"));
+  step.finish();
+  s.chunk = bytes(p.child("chunk"));
+  if (s.chunk.value() <= 0) p.child("chunk").fail("must be positive");
+  p.finish();
+  return s;
+}
+
+LibrarySpec parse_library(const ConfigNode& n, const std::string& stem, Context& ctx) {
+  LibrarySpec lib;
+  const bool inherited = take_base<LibrarySpec>(n, "library", ctx, parse_library, lib);
+  read_about(n, "library", stem, lib.about, inherited, n.file());
+  if (n.has("protocols")) {
+    lib.protocols.clear();
+    std::set<std::string> seen;
+    for (const auto& p : n.child("protocols").elements()) {
+      lib.protocols.push_back(parse_protocol(p));
+      if (!seen.insert(lib.protocols.back().name).second) {
+        p.child("name").fail(fmt::format("protocol '{}' listed twice", lib.protocols.back().name));
+      }
+    }
+    if (lib.protocols.empty()) n.child("protocols").fail("needs at least one protocol");
+  } else if (!inherited) {
+    n.child("protocols");
+  }
+  field(n, "max_channels", lib.max_channels, inherited, positive_int);
+  n.finish();
+  return lib;
+}
+
+// ---- cluster --------------------------------------------------------------------------------
+
+std::vector<std::string> hostnames(const ConfigNode& n, int count) {
+  std::vector<std::string> names;
+  try {
+    names = expand_hostlist(n.as<std::string>());
+  } catch (const std::invalid_argument& e) {
+    n.fail(e.what());
+  }
+  if (static_cast<int>(names.size()) != count) {
+    n.fail(fmt::format("names {} hosts for {} nodes", names.size(), count));
+  }
+  return names;
+}
+
+NodeGroup parse_group(const ConfigNode& g, Context& ctx, const NodeGroup* base) {
+  NodeGroup group;
+  if (base) group = *base;
+  if (g.has("node")) {
+    group.node = resolve<NodeSpec>(g.child("node"), "node", ctx, parse_node);
+  } else if (!base) {
+    g.child("node");
+  }
+  field(g, "count", group.count, base != nullptr, positive_int);
+  group.hostnames.clear();
+  if (g.has("hostnames")) group.hostnames = hostnames(g.child("hostnames"), group.count);
+  g.mark_used("hostnames");
+  return group;
+}
+
+ClusterSpec parse_cluster(const ConfigNode& n, const std::string& stem, Context& ctx) {
+  ClusterSpec c;
+  const bool inherited = take_base<ClusterSpec>(n, "cluster", ctx, parse_cluster, c);
+  read_about(n, "cluster", stem, c.about, inherited, n.file());
+  const bool single = n.has("node") || n.has("nodes") || n.has("hostnames");
+  if (n.has("groups")) {
+    if (single) {
+      n.child("groups").fail("give either groups or node/nodes/hostnames, not both");
+    }
+    c.groups.clear();
+    for (const auto& g : n.child("groups").elements()) {
+      c.groups.push_back(parse_group(g, ctx, nullptr));
+      // A group may only use the keys node, count, hostnames.
+      g.finish();
+    }
+    if (c.groups.empty()) n.child("groups").fail("needs at least one group");
+  } else if (single || !inherited) {
+    if (inherited && c.groups.size() != 1) {
+      n.fail("extends a cluster with several groups; override `groups` as a whole");
+    }
+    NodeGroup g = inherited ? c.groups.front() : NodeGroup{};
+    if (n.has("node")) {
+      g.node = resolve<NodeSpec>(n.child("node"), "node", ctx, parse_node);
+    } else if (!inherited) {
+      n.child("node");
+    }
+    field(n, "nodes", g.count, inherited, positive_int);
+    if (n.has("hostnames")) {
+      g.hostnames = hostnames(n.child("hostnames"), g.count);
+    } else if (static_cast<int>(g.hostnames.size()) != g.count) {
+      g.hostnames.clear();
+    }
+    c.groups = {g};
+  }
+  n.mark_used("groups");
+  n.mark_used("hostnames");
+  if (n.has("network")) {
+    c.network = resolve<NetworkSpec>(n.child("network"), "network", ctx, parse_network);
+  } else if (!inherited) {
+    n.child("network");
+  }
+  if (n.has("library")) {
+    c.library = resolve<LibrarySpec>(n.child("library"), "library", ctx, parse_library);
+  } else if (!inherited) {
+    n.mark_used("library");
+    Context fresh;
+    c.library =
+        load_file_or_preset<LibrarySpec>("nccl", "library", fresh, n.where(), parse_library);
+  }
+  n.finish();
+  // Hosts the file does not name are node001, node002, ... across all groups.
+  const int total = c.node_count();
+  const int width = std::max(3, static_cast<int>(std::to_string(total).size()));
+  std::set<std::string> seen;
+  int index = 0;
+  for (auto& g : c.groups) {
+    if (g.hostnames.empty()) {
+      for (int i = 0; i < g.count; ++i) {
+        g.hostnames.push_back(fmt::format("node{:0{}}", index + i + 1, width));
+      }
+    }
+    for (const auto& h : g.hostnames) {
+      if (!seen.insert(h).second) n.fail(fmt::format("host name '{}' is used twice", h));
+    }
+    index += g.count;
+  }
+  return c;
+}
+
+template <class Spec>
+Spec load_top(const std::string& ref, std::string_view kind, Parser<Spec> parse) {
+  Context ctx;
+  return load_file_or_preset<Spec>(ref, kind, ctx, {}, parse);
+}
+
+}  // namespace
+
+GpuSpec load_gpu(const std::string& ref) { return load_top<GpuSpec>(ref, "gpu", parse_gpu); }
+NodeSpec load_node(const std::string& ref) { return load_top<NodeSpec>(ref, "node", parse_node); }
+NetworkSpec load_network(const std::string& ref) {
+  return load_top<NetworkSpec>(ref, "network", parse_network);
+}
+LibrarySpec load_library(const std::string& ref) {
+  return load_top<LibrarySpec>(ref, "library", parse_library);
+}
+ClusterSpec load_cluster(const std::string& ref) {
+  return load_top<ClusterSpec>(ref, "cluster", parse_cluster);
+}
+
+AnySpec load_any(const std::string& ref, const std::string& kind) {
+  std::string k = kind;
+  if (!k.empty() &&
+      std::find(profile_kinds().begin(), profile_kinds().end(), k) == profile_kinds().end()) {
+    fail_at({}, "--kind", fmt::format("unknown kind '{}'{}", k, did_you_mean(k, profile_kinds())));
+  }
+  if (k.empty() && is_path(ref)) {
+    if (!fs::exists(ref)) fail_at({}, "", fmt::format("file '{}' not found", ref));
+    k = ConfigNode::load_file(ref).get<std::string>("kind");
+    if (std::find(profile_kinds().begin(), profile_kinds().end(), k) == profile_kinds().end()) {
+      ConfigNode::load_file(ref).child("kind").fail(
+          fmt::format("unknown kind '{}'{}", k, did_you_mean(k, profile_kinds())));
+    }
+  }
+  if (k.empty()) {
+    std::vector<std::string> found;
+    std::vector<std::string> all;
+    for (const auto& p : list_presets()) {
+      if (p.name == ref) found.push_back(p.kind);
+      all.push_back(p.name);
+    }
+    if (found.empty()) {
+      fail_at({}, "", fmt::format("unknown hardware preset '{}'{}", ref, did_you_mean(ref, all)));
+    }
+    if (found.size() > 1) {
+      std::string kinds;
+      for (const auto& f : found) kinds += (kinds.empty() ? "" : " and a ") + f;
+      fail_at({}, "", fmt::format("'{}' names a {}; say which with --kind", ref, kinds));
+    }
+    k = found.front();
+  }
+  if (k == "gpu") return load_gpu(ref);
+  if (k == "node") return load_node(ref);
+  if (k == "network") return load_network(ref);
+  if (k == "library") return load_library(ref);
+  return load_cluster(ref);
+}
+
+std::vector<PresetInfo> list_presets() {
+  std::vector<PresetInfo> out;
+  for (const auto& kind : profile_kinds()) {
+    for (const auto& name : preset_names(kind)) {
+      const std::string key = std::string(folder_of(kind)) + "/" + name;
+      for (const auto& p : presets()) {
+        if (p.name != key) continue;
+        auto doc = ConfigNode::load_string(p.text, p.path);
+        out.push_back({kind, name, doc.get_or<std::string>("description", ""), p.path});
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace dlsim::hardware

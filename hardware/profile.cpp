@@ -1,0 +1,56 @@
+#include "hardware/profile.hpp"
+
+namespace dlsim::hardware {
+
+FlopRate GpuSpec::peak_for(Precision p) const {
+  const auto it = peak.find(std::string(to_string(p)));
+  return it != peak.end() ? it->second : peak.at("fp32");
+}
+
+const std::vector<std::string>& topology_kinds() {
+  static const std::vector<std::string> kinds = {"single_switch", "fat_tree", "dragonfly", "cloud"};
+  return kinds;
+}
+
+const std::vector<std::string>& profile_kinds() {
+  static const std::vector<std::string> kinds = {"gpu", "node", "network", "library", "cluster"};
+  return kinds;
+}
+
+const char* to_string(PathClass c) {
+  switch (c) {
+    case PathClass::kNvlink:
+      return "nvlink";
+    case PathClass::kPcie:
+      return "pcie";
+    case PathClass::kNetwork:
+      return "network";
+  }
+  return "network";
+}
+
+Seconds ProtocolSpec::step_latency(PathClass c) const {
+  switch (c) {
+    case PathClass::kNvlink:
+      return step_nvlink;
+    case PathClass::kPcie:
+      return step_pcie;
+    case PathClass::kNetwork:
+      return step_network;
+  }
+  return step_network;
+}
+
+int ClusterSpec::node_count() const {
+  int n = 0;
+  for (const auto& g : groups) n += g.count;
+  return n;
+}
+
+int ClusterSpec::gpu_count() const {
+  int n = 0;
+  for (const auto& g : groups) n += g.count * g.node.gpus;
+  return n;
+}
+
+}  // namespace dlsim::hardware

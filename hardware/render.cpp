@@ -1,0 +1,230 @@
+#include "hardware/render.hpp"
+
+#include <fmt/format.h>
+#include <vector>
+
+namespace dlsim::hardware {
+namespace {
+
+using json = nlohmann::json;
+
+// Builds the JSON tree and the text listing together, so both always show the same fields.
+class Printer {
+ public:
+  void text(const std::string& key, const std::string& value) {
+    line(key, value);
+    top()[key] = value;
+  }
+  void count(const std::string& key, double value) {
+    line(key, fmt::format("{:g}", value));
+    top()[key] = value;
+  }
+  // A quantity: JSON key `key_<unit>` holds the number in base units; the text shows `shown`.
+  void quantity(const std::string& key, const std::string& unit, double value,
+                const std::string& shown) {
+    line(key, shown);
+    top()[key + "_" + unit] = value;
+  }
+  void bytes(const std::string& key, Bytes b) {
+    quantity(key, "bytes", b.value(), format_bytes(b));
+  }
+  void seconds(const std::string& key, Seconds s) {
+    quantity(key, "s", s.value(), format_seconds(s));
+  }
+  void bandwidth(const std::string& key, Bandwidth b) {
+    quantity(key, "bytes_per_s", b.value(), format_bandwidth(b));
+  }
+  void begin(const std::string& key) {
+    line(key, "");
+    stack_.push_back(&top()[key]);
+    *stack_.back() = json::object();
+  }
+  void begin_item() {
+    out_ += fmt::format("{:{}}-\n", "", 2 * (stack_.size() - 1));
+    top().push_back(json::object());
+    stack_.push_back(&top().back());
+  }
+  void begin_list(const std::string& key) {
+    line(key, "");
+    stack_.push_back(&top()[key]);
+    *stack_.back() = json::array();
+  }
+  void end() { stack_.pop_back(); }
+
+  json& root() { return root_; }
+  const std::string& str() const { return out_; }
+
+ private:
+  json& top() { return *stack_.back(); }
+  void line(const std::string& key, const std::string& value) {
+    out_ += fmt::format("{:{}}{}:{}{}\n", "", 2 * (stack_.size() - 1), key,
+                        value.empty() ? "" : " ", value);
+  }
+  json root_ = json::object();
+  std::vector<json*> stack_{&root_};
+  std::string out_;
+};
+
+void about(Printer& p, const std::string& kind, const Provenance& a) {
+  p.text("kind", kind);
+  p.text("name", a.name);
+  p.text("description", a.description);
+  p.text("source", a.source);
+  if (!a.file.empty()) p.text("file", a.file);
+}
+
+void curve(Printer& p, const std::string& key, const EfficiencyCurve& c, bool in_bytes) {
+  p.begin(key);
+  p.count("max", c.max);
+  if (in_bytes) {
+    p.bytes("half", Bytes(c.half));
+  } else {
+    p.quantity("half", "flop", c.half, format_flops(Flops(c.half)));
+  }
+  p.end();
+}
+
+void print(Printer& p, const GpuSpec& g) {
+  about(p, "gpu", g.about);
+  p.begin("peak");
+  for (const char* k : {"fp64", "fp32", "tf32", "fp16", "bf16"}) {
+    if (g.peak.count(k)) {
+      p.quantity(k, "flop_per_s", g.peak.at(k).value(), format_flop_rate(g.peak.at(k)));
+    }
+  }
+  p.end();
+  p.begin("memory");
+  p.bytes("capacity", g.memory_capacity);
+  p.bandwidth("bandwidth", g.memory_bandwidth);
+  p.end();
+  p.begin("efficiency");
+  p.text("source", g.efficiency_source);
+  curve(p, "gemm", g.gemm, false);
+  curve(p, "conv", g.conv, false);
+  curve(p, "memory", g.memory, true);
+  p.end();
+  p.seconds("kernel_launch", g.kernel_launch);
+}
+
+void print(Printer& p, const NodeSpec& n) {
+  about(p, "node", n.about);
+  p.begin("gpu");
+  print(p, n.gpu);
+  p.end();
+  p.count("gpus", n.gpus);
+  p.begin("host");
+  p.text("cpu", n.host.cpu);
+  p.count("sockets", n.host.sockets);
+  p.count("cores", n.host.cores);
+  p.bytes("memory", n.host.memory);
+  p.bandwidth("memory_bandwidth", n.host.memory_bandwidth);
+  p.end();
+  p.count("nics", n.nics);
+  p.begin("link_types");
+  for (const auto& [name, t] : n.link_types) {
+    p.begin(name);
+    p.bandwidth("bandwidth", t.bandwidth);
+    p.seconds("latency", t.latency);
+    p.end();
+  }
+  p.end();
+  std::string switches;
+  for (const auto& s : n.switches) switches += (switches.empty() ? "" : ", ") + s;
+  p.text("switches", "[" + switches + "]");
+  p.begin_list("links");
+  for (const auto& l : n.links) {
+    p.begin_item();
+    p.text("a", l.a);
+    p.text("b", l.b);
+    p.text("type", l.type);
+    p.count("lanes", l.lanes);
+    p.bandwidth("bandwidth", n.link_types.at(l.type).bandwidth * l.lanes);
+    p.end();
+  }
+  p.end();
+}
+
+void print(Printer& p, const NetworkSpec& n) {
+  about(p, "network", n.about);
+  p.begin("port");
+  p.bandwidth("bandwidth", n.port.bandwidth);
+  p.seconds("latency", n.port.latency);
+  p.end();
+  p.seconds("switch_latency", n.switch_latency);
+  p.begin("transport");
+  p.text("kind", n.transport.kind);
+  p.count("efficiency", n.transport.efficiency);
+  p.seconds("message_overhead", n.transport.message_overhead);
+  p.end();
+  p.begin("topology");
+  const auto& t = n.topology;
+  p.text("kind", t.kind);
+  if (t.kind == "fat_tree") {
+    p.count("nodes_per_leaf", t.nodes_per_leaf);
+    p.count("oversubscription", t.oversubscription);
+  } else if (t.kind == "dragonfly") {
+    p.count("nodes_per_group", t.nodes_per_group);
+    p.bandwidth("global_bandwidth", t.global_bandwidth);
+    p.seconds("global_latency", t.global_latency);
+  } else if (t.kind == "cloud" && t.per_flow_cap) {
+    p.bandwidth("per_flow_cap", *t.per_flow_cap);
+  }
+  p.end();
+}
+
+void print(Printer& p, const LibrarySpec& l) {
+  about(p, "library", l.about);
+  p.begin_list("protocols");
+  for (const auto& s : l.protocols) {
+    p.begin_item();
+    p.text("name", s.name);
+    p.count("bandwidth_fraction", s.bandwidth_fraction);
+    p.seconds("base_latency", s.base_latency);
+    p.begin("step_latency");
+    p.seconds("nvlink", s.step_nvlink);
+    p.seconds("pcie", s.step_pcie);
+    p.seconds("network", s.step_network);
+    p.end();
+    p.bytes("chunk", s.chunk);
+    p.end();
+  }
+  p.end();
+  p.count("max_channels", l.max_channels);
+}
+
+void print(Printer& p, const ClusterSpec& c) {
+  about(p, "cluster", c.about);
+  p.count("nodes", c.node_count());
+  p.count("gpus", c.gpu_count());
+  p.begin_list("groups");
+  for (const auto& g : c.groups) {
+    p.begin_item();
+    p.count("count", g.count);
+    p.text("hostnames", g.hostnames.size() <= 2 ? fmt::format("{}", fmt::join(g.hostnames, ","))
+                                                : g.hostnames.front() + ".." + g.hostnames.back());
+    p.begin("node");
+    print(p, g.node);
+    p.end();
+    p.end();
+  }
+  p.end();
+  p.begin("network");
+  print(p, c.network);
+  p.end();
+  p.begin("library");
+  print(p, c.library);
+  p.end();
+}
+
+Printer render(const AnySpec& spec) {
+  Printer p;
+  std::visit([&](const auto& s) { print(p, s); }, spec);
+  return p;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const AnySpec& spec) { return render(spec).root(); }
+std::string to_text(const AnySpec& spec) { return render(spec).str(); }
+
+}  // namespace dlsim::hardware
