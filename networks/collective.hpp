@@ -1,0 +1,117 @@
+#pragma once
+// Collective operations and the algorithms that implement them. Each algorithm is a plug-in
+// registered by name that gives (a) a schedule the simulator executes on the topology and
+// (b) its closed-form alpha-beta-gamma cost with the citation (docs/networks.md). The closed
+// form assumes every transfer has its route to itself; execution on the real topology adds the
+// sharing of links, so the two agree exactly on an uncontended topology (tested).
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/registry.hpp"
+#include "hardware/profile.hpp"
+#include "networks/placement.hpp"
+#include "networks/schedule.hpp"
+#include "networks/topology.hpp"
+
+namespace dlsim::networks {
+
+enum class CollectiveOp { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAllToAll };
+const std::vector<CollectiveOp>& all_ops();
+std::string to_string(CollectiveOp op);  // allreduce, allgather, ...
+std::optional<CollectiveOp> parse_op(const std::string& s);
+// nccl-tests' bus-bandwidth factor: busbw = algbw x factor (doc/PERFORMANCE.md).
+double busbw_factor(CollectiveOp op, int ranks);
+
+// Where parameter servers run and how tensors are spread over them.
+struct PsOptions {
+  int servers = 1;
+  bool colocated = false;          // on the workers' nodes (server s on the job's node s mod N)
+  bool on_gpu = false;             // aggregate on a GPU instead of the host CPU
+  std::string sharding = "split";  // split | round_robin | greedy
+  std::vector<double> tensors;     // tensor sizes in bytes for round_robin/greedy (default: one)
+};
+
+struct CollectiveRequest {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  // nccl-tests' size: the buffer each rank holds (allreduce, broadcast, reduce), the whole
+  // gathered buffer (allgather, reducescatter), or each rank's send buffer (alltoall).
+  Bytes size;
+  int root = 0;  // broadcast and reduce
+  PsOptions ps;
+};
+
+// The ranks of a job on a topology.
+struct Communicator {
+  const Topology* topo = nullptr;
+  const hardware::LibrarySpec* library = nullptr;
+  std::vector<int> rank_vertex;   // GPU vertex of each rank
+  std::vector<int> rank_slot;     // node slot of each rank
+  std::vector<int> server_slots;  // node slots kept for dedicated parameter servers
+  int size() const { return static_cast<int>(rank_vertex.size()); }
+  int node_count() const;  // slots holding ranks
+  // Ranks grouped by node slot, in rank order.
+  std::vector<std::vector<int>> ranks_by_node() const;
+};
+Communicator make_communicator(const Topology& topo, const Placement& placement,
+                               std::vector<int> server_slots = {});
+
+// Alpha and beta of one uncontended route under a protocol: alpha = link latencies + protocol
+// step latency + network message overhead; beta = seconds per byte at the narrowest link
+// (or the per-flow cap).
+struct RouteCost {
+  double alpha = 0;  // s
+  double beta = 0;   // s/B
+};
+RouteCost route_cost(const Communicator& comm, int src, int dst, int rail,
+                     const hardware::ProtocolSpec& proto);
+
+// Alpha and beta of one step of `phase` with no traffic but its own (the single-port model):
+// alpha is the largest route alpha; beta the largest per-byte time of a transfer when the
+// step's transfers that share a link divide it (docs/networks.md, "Link sharing factor L").
+// `wire` is the longest transfer time of the step without alpha.
+struct StepCost {
+  double alpha = 0;  // s
+  double beta = 0;   // s/B, including the sharing factor
+  double wire = 0;   // s
+};
+StepCost step_cost(const Communicator& comm, const Phase& phase,
+                   const hardware::ProtocolSpec& proto);
+
+struct ClosedForm {
+  Seconds time;
+  std::string formula;  // the expression with its symbols, as docs/networks.md writes it
+};
+
+class CollectiveAlgorithm {
+ public:
+  virtual ~CollectiveAlgorithm() = default;
+  virtual bool supports(CollectiveOp op) const = 0;
+  // Throws InputError when the request does not fit (e.g. hierarchical with uneven nodes).
+  virtual Schedule schedule(const CollectiveRequest& req, const Communicator& comm,
+                            const hardware::ProtocolSpec& proto) const = 0;
+  virtual ClosedForm closed_form(const CollectiveRequest& req, const Communicator& comm,
+                                 const hardware::ProtocolSpec& proto) const = 0;
+};
+using AlgorithmRegistry = Registry<CollectiveAlgorithm>;
+const AlgorithmRegistry& collective_algorithms();
+
+// One collective, costed with every protocol of the library; the fastest wins, as NCCL's tuner
+// picks a protocol per message size.
+struct CollectiveResult {
+  std::string protocol;
+  Seconds time;        // executed on the topology
+  Seconds model_time;  // the closed form
+  std::string formula;
+  double algbw = 0;  // B/s: size / time
+  double busbw = 0;  // B/s: algbw x busbw_factor
+  Execution execution;
+  int channels = 1;
+  std::int64_t steps = 0;
+};
+CollectiveResult run_collective(const CollectiveRequest& req, const Communicator& comm,
+                                const std::string& algorithm);
+
+}  // namespace dlsim::networks
