@@ -5,6 +5,7 @@
 
 #include "common/error.hpp"
 #include "common/version.hpp"
+#include "simulator/hardware_commands.hpp"
 #include "simulator/model_commands.hpp"
 
 int main(int argc, char** argv) {
@@ -12,6 +13,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("dlsim ") + dlsim::kVersion);
   app.require_subcommand(1);
   dlsim::cli::add_model_commands(app);
+  dlsim::cli::add_hardware_commands(app);
+  dlsim::cli::add_collective_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

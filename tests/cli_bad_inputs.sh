@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Every bad input must give exactly one error line naming the problem, exit code 2, and no
-# output file. Usage: cli_bad_inputs.sh DLSIM BAD_INPUT_DIR
+# output file. Usage: cli_bad_inputs.sh DLSIM BAD_MODEL_DIR BAD_HARDWARE_DIR TEST_HARDWARE_DIR
 set -u
 dlsim=$1
 dir=$2
+hwdir=$3
+fixtures=$4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -32,6 +34,26 @@ for f in "$dir"/*.yaml; do
   want=$(sed -n '1s/^# expect: //p' "$f")
   expect_failure "$want" model show "$f" --format json
 done
+for f in "$hwdir"/*.yaml; do
+  want=$(sed -n '1s/^# expect: //p' "$f")
+  expect_failure "$want" hardware show "$f" --format json
+done
+expect_failure "unknown hardware preset 'dgx1-v10'; did you mean 'dgx1-v100'" hardware show dgx1-v10
+expect_failure "names a node and a cluster; say which with --kind" hardware show dgx1-p100
+expect_failure "unknown cluster preset 'defualt'; did you mean 'default'" collective --gpus 8 --cluster defualt
+expect_failure "--gpus: 65 GPUs requested, but cluster 'default' has at most 64" collective --gpus 65
+expect_failure "--gpus: must be at least 1, got -4" collective --gpus -4
+expect_failure "--bytes: '12' has no unit" collective --gpus 8 --bytes 12
+expect_failure "--bytes: unknown unit 'GiBs'" collective --gpus 8 --bytes 1MiB:1GiBs
+expect_failure "unknown collective algorithm 'rign'; did you mean 'ring'" collective --gpus 8 --algo rign
+expect_failure "unknown operation 'allreduse'; did you mean 'allreduce'" collective --gpus 8 --op allreduse
+expect_failure "'tree' does not implement alltoall" collective --gpus 8 --algo tree --op alltoall
+expect_failure "hd allgather needs a power-of-two number of ranks, got 6" collective --gpus 6 --algo hd --op allgather
+expect_failure "hierarchical allreduce needs the same number of GPUs on every node" collective --gpus 6 --algo hierarchical
+expect_failure "--nodelist: host 'iris-017' is not in cluster 'default'" collective --gpus 8 --nodelist iris-[016-017]
+expect_failure "--gpus-per-node: 5 GPUs per node, but node 'iris-001' has 4" collective --gpus 8 --gpus-per-node 5
+expect_failure "node 'two-gpus': gpu0 cannot reach gpu1" collective --gpus 2 --cluster "$fixtures/unreachable.yaml"
+expect_failure "need 32 free nodes" collective --gpus 64 --algo ps --ps-servers 32
 expect_failure "unknown model 'googlenett'; did you mean 'googlenet'" model show googlenett
 expect_failure "--batch: must be a positive integer, got -3" model show googlenet --batch -3
 expect_failure "--batch: must be a positive integer, got 0" model show googlenet --batch 0

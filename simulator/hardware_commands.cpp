@@ -1,0 +1,305 @@
+#include "simulator/hardware_commands.hpp"
+
+#include <fmt/format.h>
+#include <cmath>
+#include <memory>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "common/output.hpp"
+#include "common/version.hpp"
+#include "hardware/loader.hpp"
+#include "hardware/render.hpp"
+#include "networks/collective.hpp"
+
+namespace dlsim::cli {
+namespace {
+
+struct ShowOptions {
+  std::string name;
+  std::string kind;
+  std::string format = "table";
+  std::string output;
+};
+
+void run_list(const std::string& kind) {
+  std::ostringstream o;
+  o << fmt::format("{:<8} {:<28} {}\n", "kind", "name", "description");
+  for (const auto& p : hardware::list_presets()) {
+    if (!kind.empty() && p.kind != kind) continue;
+    std::string d = p.description;
+    if (d.size() > 80) d = d.substr(0, 77) + "...";
+    o << fmt::format("{:<8} {:<28} {}\n", p.kind, p.name, d);
+  }
+  write_output("", o.str());
+}
+
+void run_show(const ShowOptions& opt) {
+  const auto spec = hardware::load_any(opt.name, opt.kind);
+  std::string text;
+  if (opt.format == "json") {
+    auto j = hardware::to_json(spec);
+    j["context"] = {{"dlsim_version", kVersion},
+                    {"command", "hardware show"},
+                    {"inputs", {{"name", opt.name}, {"kind", opt.kind}}}};
+    text = j.dump(2) + "\n";
+  } else {
+    text = hardware::to_text(spec);
+  }
+  write_output(opt.output, text);
+}
+
+// ---- dlsim collective -----------------------------------------------------------------------
+
+struct CollectiveOptions {
+  std::string op = "allreduce";
+  std::string algo = "ring";
+  std::string bytes = "8B:1GiB";
+  int gpus = 0;
+  int gpus_per_node = 0;
+  std::string nodelist;
+  std::string cluster = "default";
+  int root = 0;
+  int ps_servers = 1;
+  bool ps_colocated = false;
+  bool ps_on_gpu = false;
+  std::string ps_sharding = "split";
+  std::string format = "table";
+  std::string output;
+};
+
+// "1MiB", or "MIN:MAX" doubling, or "MIN:MAX:xF" multiplying by F (as nccl-tests -b -e -f).
+std::vector<Bytes> parse_sizes(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream ss(text);
+  for (std::string p; std::getline(ss, p, ':');) parts.push_back(p);
+  auto size = [&](const std::string& s) {
+    try {
+      const Bytes b = parse_bytes(s);
+      if (b.value() < 0) throw std::invalid_argument("'" + s + "' is negative");
+      return b;
+    } catch (const std::invalid_argument& e) {
+      fail_at({}, "--bytes", e.what());
+    }
+  };
+  if (parts.size() == 1) return {size(parts[0])};
+  if (parts.size() > 3) fail_at({}, "--bytes", "expected SIZE, MIN:MAX or MIN:MAX:xFACTOR");
+  const Bytes lo = size(parts[0]);
+  const Bytes hi = size(parts[1]);
+  double factor = 2;
+  if (parts.size() == 3) {
+    const auto& f = parts[2];
+    char* end = nullptr;
+    factor = f.size() > 1 && f[0] == 'x' ? std::strtod(f.c_str() + 1, &end) : 0;
+    if (!end || *end != '\0' || !(factor > 1)) {
+      fail_at({}, "--bytes", fmt::format("step '{}' must be xF with F > 1 (e.g. x2)", f));
+    }
+  }
+  if (hi < lo) fail_at({}, "--bytes", "MAX is smaller than MIN");
+  if (lo.value() <= 0) fail_at({}, "--bytes", "MIN of a range must be positive");
+  std::vector<Bytes> out;
+  for (double v = lo.value(); v <= hi.value() * (1 + 1e-12); v *= factor) {
+    out.emplace_back(std::round(v));
+    if (out.size() > 4096) fail_at({}, "--bytes", "more than 4096 sizes");
+  }
+  return out;
+}
+
+void run_collective_cmd(const CollectiveOptions& opt) {
+  const auto op = networks::parse_op(opt.op);
+  if (!op) {
+    std::vector<std::string> names;
+    for (auto o : networks::all_ops()) names.push_back(networks::to_string(o));
+    fail_at({}, "--op",
+            fmt::format("unknown operation '{}'{}", opt.op, did_you_mean(opt.op, names)));
+  }
+  networks::collective_algorithms().at(opt.algo, {});  // unknown names fail here, with hints
+  if (opt.format != "table" && opt.format != "json" && opt.format != "csv") {
+    fail_at({}, "--format", fmt::format("unknown format '{}' (table, json, csv)", opt.format));
+  }
+  const auto sizes = parse_sizes(opt.bytes);
+  const auto cluster = hardware::load_cluster(opt.cluster);
+  networks::PlacementRequest pr;
+  pr.gpus = opt.gpus;
+  if (opt.gpus_per_node != 0) pr.gpus_per_node = opt.gpus_per_node;
+  pr.nodelist = opt.nodelist;
+  const auto placement = networks::place(cluster, pr);
+  auto nodes = placement.nodes;
+  std::vector<int> server_slots;
+  if (opt.algo == "ps" && !opt.ps_colocated) {
+    // Dedicated servers take the next nodes of the cluster that hold no worker.
+    for (int i = 0;
+         i < cluster.node_count() && static_cast<int>(server_slots.size()) < opt.ps_servers; ++i) {
+      if (std::find(nodes.begin(), nodes.end(), i) != nodes.end()) continue;
+      server_slots.push_back(static_cast<int>(nodes.size()));
+      nodes.push_back(i);
+    }
+  }
+  const networks::Topology topo(cluster, nodes);
+  const auto comm = networks::make_communicator(topo, placement, server_slots);
+  networks::CollectiveRequest req;
+  req.op = *op;
+  req.root = opt.root;
+  if (opt.root < 0 || opt.root >= opt.gpus) {
+    fail_at({}, "--root", fmt::format("rank {} is not in 0..{}", opt.root, opt.gpus - 1));
+  }
+  req.ps.servers = opt.ps_servers;
+  req.ps.colocated = opt.ps_colocated;
+  req.ps.on_gpu = opt.ps_on_gpu;
+  req.ps.sharding = opt.ps_sharding;
+
+  std::vector<networks::CollectiveResult> results;
+  for (const auto& s : sizes) {
+    req.size = s;
+    results.push_back(networks::run_collective(req, comm, opt.algo));
+  }
+  const bool reduces = *op == networks::CollectiveOp::kAllReduce ||
+                       *op == networks::CollectiveOp::kReduce ||
+                       *op == networks::CollectiveOp::kReduceScatter;
+  const bool rooted =
+      *op == networks::CollectiveOp::kBroadcast || *op == networks::CollectiveOp::kReduce;
+  std::ostringstream o;
+  if (opt.format == "json") {
+    nlohmann::json j;
+    j["op"] = opt.op;
+    j["algorithm"] = opt.algo;
+    j["ranks"] = opt.gpus;
+    j["nodes"] = placement.nodes.size();
+    j["cluster"] = cluster.about.name;
+    j["library"] = cluster.library.about.name;
+    j["busbw_factor"] = networks::busbw_factor(*op, opt.gpus);
+    j["results"] = nlohmann::json::array();
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const auto& r = results[i];
+      nlohmann::json phases = nlohmann::json::array();
+      for (const auto& p : r.execution.phases) {
+        phases.push_back({{"label", p.label},
+                          {"steps", p.steps},
+                          {"step_time_s", p.step_time.value()},
+                          {"time_s", p.time.value()},
+                          {"bottleneck", p.bottleneck}});
+      }
+      j["results"].push_back({{"size_bytes", sizes[i].value()},
+                              {"count_elements", std::floor(sizes[i].value() / 4)},
+                              {"time_s", r.time.value()},
+                              {"algbw_bytes_per_s", r.algbw},
+                              {"busbw_bytes_per_s", r.busbw},
+                              {"protocol", r.protocol},
+                              {"closed_form_time_s", r.model_time.value()},
+                              {"closed_form", r.formula},
+                              {"channels", r.channels},
+                              {"steps", r.steps},
+                              {"phases", phases}});
+    }
+    j["context"] = {{"dlsim_version", kVersion},
+                    {"command", "collective"},
+                    {"inputs",
+                     {{"op", opt.op},
+                      {"algo", opt.algo},
+                      {"bytes", opt.bytes},
+                      {"gpus", opt.gpus},
+                      {"gpus_per_node", opt.gpus_per_node},
+                      {"nodelist", opt.nodelist},
+                      {"cluster", opt.cluster},
+                      {"root", opt.root},
+                      {"ps_servers", opt.ps_servers},
+                      {"ps_colocated", opt.ps_colocated},
+                      {"ps_on_gpu", opt.ps_on_gpu},
+                      {"ps_sharding", opt.ps_sharding}}}};
+    o << j.dump(2) << "\n";
+  } else if (opt.format == "csv") {
+    o << "size_bytes,count_elements,time_us,algbw_GBps,busbw_GBps,protocol,closed_form_us,"
+         "channels,steps\n";
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const auto& r = results[i];
+      o << fmt::format("{:.0f},{:.0f},{:.3f},{:.3f},{:.3f},{},{:.3f},{},{}\n", sizes[i].value(),
+                       std::floor(sizes[i].value() / 4), r.time.value() * 1e6, r.algbw / 1e9,
+                       r.busbw / 1e9, r.protocol, r.model_time.value() * 1e6, r.channels, r.steps);
+    }
+  } else {
+    o << fmt::format(
+        "# dlsim collective: {} with algorithm {} on {} GPUs ({} nodes) of cluster "
+        "{}, library {}\n",
+        opt.op, opt.algo, opt.gpus, placement.nodes.size(), cluster.about.name,
+        cluster.library.about.name);
+    o << fmt::format("# busbw = algbw x {:.4f} (nccl-tests); closed form: {}\n#\n",
+                     networks::busbw_factor(*op, opt.gpus), results.front().formula);
+    o << fmt::format("# {:>12} {:>12} {:>6} {:>6} {:>5} {:>11} {:>8} {:>8}  {:<7} {:>11} {:>3}\n",
+                     "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "proto",
+                     "closed-form", "ch");
+    o << fmt::format("# {:>12} {:>12} {:>6} {:>6} {:>5} {:>11} {:>8} {:>8}  {:<7} {:>11} {:>3}\n",
+                     "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "");
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const auto& r = results[i];
+      o << fmt::format(
+          "  {:>12.0f} {:>12.0f} {:>6} {:>6} {:>5} {:>11.2f} {:>8.2f} {:>8.2f}  {:<7} "
+          "{:>11.2f} {:>3}\n",
+          sizes[i].value(), std::floor(sizes[i].value() / 4), "float", reduces ? "sum" : "none",
+          rooted ? std::to_string(opt.root) : "-1", r.time.value() * 1e6, r.algbw / 1e9,
+          r.busbw / 1e9, r.protocol, r.model_time.value() * 1e6, r.channels);
+    }
+    const auto& last = results.back();
+    o << fmt::format("# where the time goes at {} (protocol {}):\n", format_bytes(sizes.back()),
+                     last.protocol);
+    for (const auto& p : last.execution.phases) {
+      o << fmt::format("#   {:<40} {:>6} steps x {:>10} = {:>10}   bound by {}\n", p.label, p.steps,
+                       format_seconds(p.step_time), format_seconds(p.time),
+                       p.bottleneck.empty() ? "latency" : p.bottleneck);
+    }
+  }
+  write_output(opt.output, o.str());
+}
+
+}  // namespace
+
+void add_hardware_commands(CLI::App& app) {
+  auto* hw = app.add_subcommand("hardware", "List and inspect hardware profiles");
+  hw->require_subcommand(1);
+  auto kind = std::make_shared<std::string>();
+  auto* list = hw->add_subcommand("list",
+                                  "The built-in presets: GPUs, nodes, networks, "
+                                  "libraries, clusters");
+  list->add_option("--kind", *kind, "Only this kind: gpu, node, network, library, cluster")
+      ->check(CLI::IsMember({"gpu", "node", "network", "library", "cluster"}));
+  list->callback([kind] { run_list(*kind); });
+
+  auto opt = std::make_shared<ShowOptions>();
+  auto* show = hw->add_subcommand("show", "A profile resolved after extends:, with units");
+  show->add_option("profile", opt->name, "Preset name or YAML file")->required();
+  show->add_option("--kind", opt->kind,
+                   "gpu, node, network, library or cluster (for a name "
+                   "used by several kinds)");
+  show->add_option("--format", opt->format, "table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  show->add_option("-o,--output", opt->output, "Write to this file");
+  show->callback([opt] { run_show(*opt); });
+}
+
+void add_collective_command(CLI::App& app) {
+  auto opt = std::make_shared<CollectiveOptions>();
+  auto* c = app.add_subcommand(
+      "collective", "Time, algbw and busbw of one collective on a cluster, like nccl-tests");
+  c->add_option("--op", opt->op,
+                "allreduce, allgather, reducescatter, broadcast, reduce or alltoall")
+      ->capture_default_str();
+  c->add_option("--algo", opt->algo, "ring, tree, hd, hierarchical or ps")->capture_default_str();
+  c->add_option("--bytes", opt->bytes, "SIZE, or MIN:MAX[:xF] (sizes multiplied by F, default 2)")
+      ->capture_default_str();
+  c->add_option("--gpus", opt->gpus, "Ranks (one per GPU)")->required();
+  c->add_option("--gpus-per-node", opt->gpus_per_node, "GPUs used per node (default: all)");
+  c->add_option("--nodelist", opt->nodelist, "Slurm host list of the nodes to use");
+  c->add_option("--cluster", opt->cluster, "Cluster preset or YAML file")->capture_default_str();
+  c->add_option("--root", opt->root, "Root rank of broadcast and reduce")->capture_default_str();
+  c->add_option("--ps-servers", opt->ps_servers, "Parameter servers (algo ps)")
+      ->capture_default_str();
+  c->add_flag("--ps-colocated", opt->ps_colocated,
+              "Servers on the workers' nodes instead of dedicated nodes");
+  c->add_flag("--ps-on-gpu", opt->ps_on_gpu, "Servers sum on a GPU instead of the host CPU");
+  c->add_option("--ps-sharding", opt->ps_sharding, "split, round_robin or greedy")
+      ->capture_default_str();
+  c->add_option("--format", opt->format, "table, json or csv")->capture_default_str();
+  c->add_option("-o,--output", opt->output, "Write to this file");
+  c->callback([opt] { run_collective_cmd(*opt); });
+}
+
+}  // namespace dlsim::cli
