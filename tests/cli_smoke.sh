@@ -48,6 +48,21 @@ awk '/^```yaml/{f=1;next}/^```/{if(f)exit}f' "$src/docs/model-format.md" >"$tmp/
 "$dlsim" model show "$tmp/tiny.yaml" --set width=32 >"$tmp/tiny.txt"
 check "docs example loads" grep -qE '^total +35 layers +76490 ' "$tmp/tiny.txt"
 
+"$dlsim" hardware list >"$tmp/hw"
+check "hardware list has the default cluster" grep -qE '^cluster +default ' "$tmp/hw"
+"$dlsim" hardware show v100-sxm2-32gb >"$tmp/v100.txt"
+check "extends resolved" grep -q 'capacity: 32 GiB' "$tmp/v100.txt"
+"$dlsim" hardware show default --format json -o "$tmp/default.json"
+check "cluster json has units in keys" grep -q '"bandwidth_bytes_per_s"' "$tmp/default.json"
+
+"$dlsim" collective --gpus 8 --cluster dgx1-p100 --bytes 1MB:1GB:x2 >"$tmp/coll.txt"
+check "collective prints one row per size" test "$(grep -c '^ ' "$tmp/coll.txt")" -eq 10
+check "collective names the bottleneck" grep -q 'bound by' "$tmp/coll.txt"
+"$dlsim" collective --gpus 64 --algo tree --bytes 8B --format csv >"$tmp/coll.csv"
+check "collective csv" grep -q '^size_bytes,count_elements,time_us' "$tmp/coll.csv"
+"$dlsim" collective --gpus 16 --algo ps --ps-servers 2 --bytes 64MiB --format json >"$tmp/ps.json"
+check "ps json" grep -q '"push gradients"' "$tmp/ps.json"
+
 "$dlsim" --version >"$tmp/v"
 check "version" grep -q '^dlsim [0-9]' "$tmp/v"
 
