@@ -136,7 +136,7 @@ class Tree : public CollectiveAlgorithm {
     } else {
       const int root_node = comm.rank_slot[req.root];
       auto t = expand(comm, rotated_parents(nodes, root_node));
-      // The root rank heads its node's chain.
+      // The tree's root is the first rank of the root's node (the chain head).
       p.trees.push_back(t);
       p.chunks = chunks(S, proto);
       p.chunk = S / static_cast<double>(p.chunks);
