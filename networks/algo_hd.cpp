@@ -52,38 +52,28 @@ class HalvingDoubling : public CollectiveAlgorithm {
     double t = proto.base_latency.value();
     if (n < 2) return {Seconds(t), "b (one rank)"};
     require_power_of_two(req, n);
-    // The slowest route among the partners of the first steps stands for every step.
-    RouteCost worst;
-    const auto all = steps(req, n);
-    for (const auto& step : all) {
-      for (const auto& [a, b] : step.pairs) {
-        const auto rc = route_cost(comm, comm.rank_vertex[a], comm.rank_vertex[b], -1, proto);
-        worst.alpha = std::max(worst.alpha, rc.alpha);
-        worst.beta = std::max(worst.beta, rc.beta);
-        if (n > 64) break;
-      }
-    }
+    // Each step: its slowest route, with the sharing factor L of the step's own transfers.
     const double gamma = 1.0 / gpu_memory_bandwidth(comm).value();
-    for (const auto& step : all) {
-      const double wire = step.bytes * worst.beta;
-      t += worst.alpha + (step.reduce ? std::max(wire, reduce_traffic(step.bytes) * gamma) : wire);
+    for (const auto& ph : schedule(req, comm, proto).phases) {
+      const auto c = step_cost(comm, ph, proto);
+      t += c.alpha + (ph.reduce_bytes > 0 ? std::max(c.wire, ph.reduce_bytes * gamma) : c.wire);
     }
     const char* formula = "";
     switch (req.op) {
       case CollectiveOp::kAllReduce:
         formula =
-            "b + (2 log2 p + 2[r>0]) a + (2(p-1)/p S + 2[r>0] S) B, p = 2^floor(log2 n), r = n-p";
+            "b + sum over 2 log2 p + 2[r>0] steps of (a + L S_j B), p = 2^floor(log2 n), r = n-p";
         break;
       case CollectiveOp::kReduceScatter:
       case CollectiveOp::kAllGather:
-        formula = "b + log2(n) a + (n-1)/n S B";
+        formula = "b + log2(n) a + (n-1)/n L S B";
         break;
       case CollectiveOp::kBroadcast:
       case CollectiveOp::kReduce:
-        formula = "b + ceil(log2 n)(a + S B)";
+        formula = "b + ceil(log2 n)(a + L S B)";
         break;
       case CollectiveOp::kAllToAll:
-        formula = "b + (n-1)(a + S/n B)";
+        formula = "b + (n-1)(a + L S/n B)";
         break;
     }
     return {Seconds(t), formula};
