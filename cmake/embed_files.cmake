@@ -1,5 +1,5 @@
 # Writes a C++ source holding data files (the model zoo, hardware presets), so the programs need
-# no data directory at run time. Called as:
+# no data directory at run time. dlsim_embed_files() in DlsimEmbed.cmake calls it as:
 #   cmake -DOUT=file.cpp -DROOT=<repo> -DBASE=<folder under ROOT> -DFILES="a.yaml;..."
 #         -DNAMESPACE=dlsim::model -DFUNCTION=zoo -P embed_files.cmake
 # Each file becomes {name, path, text} with name = its path under BASE without the extension.

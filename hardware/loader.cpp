@@ -54,15 +54,17 @@ int non_negative_int(const ConfigNode& n) {
 
 // Reads `key` into `out` when present; without it, keeps the inherited value, or reports the
 // key missing when nothing was inherited.
-template <class T, class Parse>
-void field(const ConfigNode& n, std::string_view key, T& out, bool inherited, Parse parse) {
+template <class Read>
+void section(const ConfigNode& n, std::string_view key, bool inherited, Read read) {
   if (n.has(key)) {
-    out = parse(n.child(key));
-  } else if (inherited) {
-    n.mark_used(key);
-  } else {
+    read(n.child(key));
+  } else if (!inherited) {
     n.child(key);  // throws: missing key
   }
+}
+template <class T, class Parse>
+void field(const ConfigNode& n, std::string_view key, T& out, bool inherited, Parse parse) {
+  section(n, key, inherited, [&](const ConfigNode& c) { out = parse(c); });
 }
 std::string text(const ConfigNode& n) { return n.as<std::string>(); }
 
@@ -192,35 +194,26 @@ GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
   GpuSpec g;
   const bool inherited = take_base<GpuSpec>(n, "gpu", ctx, parse_gpu, g);
   read_about(n, "gpu", stem, g.about, inherited, n.file());
-  if (n.has("peak")) {
-    const auto peak = n.child("peak");
+  section(n, "peak", inherited, [&](const ConfigNode& peak) {
     static const std::vector<std::string> kPrecisions = {"fp64", "fp32", "tf32", "fp16", "bf16"};
     for (const auto& p : kPrecisions) {
       if (peak.has(p)) g.peak[p] = flop_rate(peak.child(p));
     }
     peak.finish(kPrecisions);
-  } else if (!inherited) {
-    n.child("peak");
-  }
+  });
   if (!g.peak.count("fp32")) n.child("peak").child("fp32");  // required
-  if (n.has("memory")) {
-    const auto m = n.child("memory");
+  section(n, "memory", inherited, [&](const ConfigNode& m) {
     field(m, "capacity", g.memory_capacity, inherited, bytes);
     field(m, "bandwidth", g.memory_bandwidth, inherited, bandwidth);
     m.finish();
-  } else if (!inherited) {
-    n.child("memory");
-  }
-  if (n.has("efficiency")) {
-    const auto e = n.child("efficiency");
+  });
+  section(n, "efficiency", inherited, [&](const ConfigNode& e) {
     field(e, "source", g.efficiency_source, inherited, text);
     field(e, "gemm", g.gemm, inherited, [](const ConfigNode& c) { return curve(c, false); });
     field(e, "conv", g.conv, inherited, [](const ConfigNode& c) { return curve(c, false); });
     field(e, "memory", g.memory, inherited, [](const ConfigNode& c) { return curve(c, true); });
     e.finish();
-  } else if (!inherited) {
-    n.child("efficiency");
-  }
+  });
   field(n, "kernel_launch", g.kernel_launch, inherited, seconds);
   n.finish();
   return g;
@@ -283,26 +276,19 @@ NodeSpec parse_node(const ConfigNode& n, const std::string& stem, Context& ctx) 
   NodeSpec node;
   const bool inherited = take_base<NodeSpec>(n, "node", ctx, parse_node, node);
   read_about(n, "node", stem, node.about, inherited, n.file());
-  if (n.has("gpu")) {
-    node.gpu = resolve<GpuSpec>(n.child("gpu"), "gpu", ctx, parse_gpu);
-  } else if (!inherited) {
-    n.child("gpu");
-  }
+  field(n, "gpu", node.gpu, inherited,
+        [&](const ConfigNode& ref) { return resolve<GpuSpec>(ref, "gpu", ctx, parse_gpu); });
   field(n, "gpus", node.gpus, inherited, positive_int);
-  if (n.has("host")) {
-    const auto h = n.child("host");
+  section(n, "host", inherited, [&](const ConfigNode& h) {
     field(h, "cpu", node.host.cpu, inherited, text);
     field(h, "sockets", node.host.sockets, inherited, positive_int);
     field(h, "cores", node.host.cores, inherited, positive_int);
     field(h, "memory", node.host.memory, inherited, bytes);
     field(h, "memory_bandwidth", node.host.memory_bandwidth, inherited, bandwidth);
     h.finish();
-  } else if (!inherited) {
-    n.child("host");
-  }
+  });
   field(n, "nics", node.nics, inherited, non_negative_int);
-  if (n.has("link_types")) {
-    const auto lt = n.child("link_types");
+  section(n, "link_types", inherited, [&](const ConfigNode& lt) {
     if (!lt.is_map()) lt.fail("must map link type names to {bandwidth, latency}");
     for (const auto& key : lt.keys()) {
       const auto t = lt.child(key);
@@ -312,9 +298,7 @@ NodeSpec parse_node(const ConfigNode& n, const std::string& stem, Context& ctx) 
       t.finish();
       node.link_types[key] = type;
     }
-  } else if (!inherited) {
-    n.child("link_types");
-  }
+  });
   if (n.has("switches")) {
     node.switches.clear();
     std::set<std::string> seen;
@@ -330,11 +314,8 @@ NodeSpec parse_node(const ConfigNode& n, const std::string& stem, Context& ctx) 
   } else {
     n.mark_used("switches");
   }
-  if (n.has("links")) {
-    node.links = parse_links(n.child("links"), node);
-  } else if (!inherited) {
-    n.child("links");
-  }
+  field(n, "links", node.links, inherited,
+        [&](const ConfigNode& links) { return parse_links(links, node); });
   n.finish();
   return node;
 }
@@ -375,17 +356,13 @@ NetworkSpec parse_network(const ConfigNode& n, const std::string& stem, Context&
   NetworkSpec net;
   const bool inherited = take_base<NetworkSpec>(n, "network", ctx, parse_network, net);
   read_about(n, "network", stem, net.about, inherited, n.file());
-  if (n.has("port")) {
-    const auto p = n.child("port");
+  section(n, "port", inherited, [&](const ConfigNode& p) {
     field(p, "bandwidth", net.port.bandwidth, inherited, bandwidth);
     field(p, "latency", net.port.latency, inherited, seconds);
     p.finish();
-  } else if (!inherited) {
-    n.child("port");
-  }
+  });
   field(n, "switch_latency", net.switch_latency, inherited, seconds);
-  if (n.has("transport")) {
-    const auto t = n.child("transport");
+  section(n, "transport", inherited, [&](const ConfigNode& t) {
     field(t, "kind", net.transport.kind, inherited, [](const ConfigNode& c) {
       const auto k = c.as<std::string>();
       if (k != "rdma" && k != "tcp") c.fail(fmt::format("'{}' is not rdma or tcp", k));
@@ -394,14 +371,10 @@ NetworkSpec parse_network(const ConfigNode& n, const std::string& stem, Context&
     field(t, "efficiency", net.transport.efficiency, inherited, fraction);
     field(t, "message_overhead", net.transport.message_overhead, inherited, seconds);
     t.finish();
-  } else if (!inherited) {
-    n.child("transport");
-  }
-  if (n.has("topology")) {
-    net.topology = parse_topology(n.child("topology"), inherited ? &net.topology : nullptr);
-  } else if (!inherited) {
-    n.child("topology");
-  }
+  });
+  field(n, "topology", net.topology, inherited, [&](const ConfigNode& t) {
+    return parse_topology(t, inherited ? &net.topology : nullptr);
+  });
   n.finish();
   return net;
 }
@@ -428,19 +401,17 @@ LibrarySpec parse_library(const ConfigNode& n, const std::string& stem, Context&
   LibrarySpec lib;
   const bool inherited = take_base<LibrarySpec>(n, "library", ctx, parse_library, lib);
   read_about(n, "library", stem, lib.about, inherited, n.file());
-  if (n.has("protocols")) {
+  section(n, "protocols", inherited, [&](const ConfigNode& c) {
     lib.protocols.clear();
     std::set<std::string> seen;
-    for (const auto& p : n.child("protocols").elements()) {
+    for (const auto& p : c.elements()) {
       lib.protocols.push_back(parse_protocol(p));
       if (!seen.insert(lib.protocols.back().name).second) {
         p.child("name").fail(fmt::format("protocol '{}' listed twice", lib.protocols.back().name));
       }
     }
-    if (lib.protocols.empty()) n.child("protocols").fail("needs at least one protocol");
-  } else if (!inherited) {
-    n.child("protocols");
-  }
+    if (lib.protocols.empty()) c.fail("needs at least one protocol");
+  });
   field(n, "max_channels", lib.max_channels, inherited, positive_int);
   n.finish();
   return lib;
@@ -497,11 +468,8 @@ ClusterSpec parse_cluster(const ConfigNode& n, const std::string& stem, Context&
       n.fail("extends a cluster with several groups; override `groups` as a whole");
     }
     NodeGroup g = inherited ? c.groups.front() : NodeGroup{};
-    if (n.has("node")) {
-      g.node = resolve<NodeSpec>(n.child("node"), "node", ctx, parse_node);
-    } else if (!inherited) {
-      n.child("node");
-    }
+    field(n, "node", g.node, inherited,
+          [&](const ConfigNode& ref) { return resolve<NodeSpec>(ref, "node", ctx, parse_node); });
     field(n, "nodes", g.count, inherited, positive_int);
     if (n.has("hostnames")) {
       g.hostnames = hostnames(n.child("hostnames"), g.count);
@@ -512,11 +480,9 @@ ClusterSpec parse_cluster(const ConfigNode& n, const std::string& stem, Context&
   }
   n.mark_used("groups");
   n.mark_used("hostnames");
-  if (n.has("network")) {
-    c.network = resolve<NetworkSpec>(n.child("network"), "network", ctx, parse_network);
-  } else if (!inherited) {
-    n.child("network");
-  }
+  field(n, "network", c.network, inherited, [&](const ConfigNode& ref) {
+    return resolve<NetworkSpec>(ref, "network", ctx, parse_network);
+  });
   if (n.has("library")) {
     c.library = resolve<LibrarySpec>(n.child("library"), "library", ctx, parse_library);
   } else if (!inherited) {

@@ -17,18 +17,6 @@ const std::vector<std::string>& profile_kinds() {
   return kinds;
 }
 
-const char* to_string(PathClass c) {
-  switch (c) {
-    case PathClass::kNvlink:
-      return "nvlink";
-    case PathClass::kPcie:
-      return "pcie";
-    case PathClass::kNetwork:
-      return "network";
-  }
-  return "network";
-}
-
 Seconds ProtocolSpec::step_latency(PathClass c) const {
   switch (c) {
     case PathClass::kNvlink:

@@ -110,7 +110,6 @@ struct NetworkSpec {
 
 // Where a transfer runs, for per-step protocol latencies.
 enum class PathClass { kNvlink, kPcie, kNetwork };
-const char* to_string(PathClass c);
 
 struct ProtocolSpec {
   std::string name;

@@ -73,6 +73,13 @@ void about(Printer& p, const std::string& kind, const Provenance& a) {
   if (!a.file.empty()) p.text("file", a.file);
 }
 
+void link(Printer& p, const std::string& key, const LinkType& t) {
+  p.begin(key);
+  p.bandwidth("bandwidth", t.bandwidth);
+  p.seconds("latency", t.latency);
+  p.end();
+}
+
 void curve(Printer& p, const std::string& key, const EfficiencyCurve& c, bool in_bytes) {
   p.begin(key);
   p.count("max", c.max);
@@ -121,12 +128,7 @@ void print(Printer& p, const NodeSpec& n) {
   p.end();
   p.count("nics", n.nics);
   p.begin("link_types");
-  for (const auto& [name, t] : n.link_types) {
-    p.begin(name);
-    p.bandwidth("bandwidth", t.bandwidth);
-    p.seconds("latency", t.latency);
-    p.end();
-  }
+  for (const auto& [name, t] : n.link_types) link(p, name, t);
   p.end();
   std::string switches;
   for (const auto& s : n.switches) switches += (switches.empty() ? "" : ", ") + s;
@@ -146,10 +148,7 @@ void print(Printer& p, const NodeSpec& n) {
 
 void print(Printer& p, const NetworkSpec& n) {
   about(p, "network", n.about);
-  p.begin("port");
-  p.bandwidth("bandwidth", n.port.bandwidth);
-  p.seconds("latency", n.port.latency);
-  p.end();
+  link(p, "port", n.port);
   p.seconds("switch_latency", n.switch_latency);
   p.begin("transport");
   p.text("kind", n.transport.kind);

@@ -24,7 +24,7 @@ class HalvingDoubling : public CollectiveAlgorithm {
   bool supports(CollectiveOp) const override { return true; }
 
   Schedule schedule(const CollectiveRequest& req, const Communicator& comm,
-                    const hardware::ProtocolSpec& proto) const override {
+                    const hardware::ProtocolSpec&) const override {
     Schedule s;
     s.algorithm = "hd";
     const int n = comm.size();
@@ -42,22 +42,15 @@ class HalvingDoubling : public CollectiveAlgorithm {
       }
       s.phases.push_back(std::move(p));
     }
-    (void)proto;
     return s;
   }
 
   ClosedForm closed_form(const CollectiveRequest& req, const Communicator& comm,
                          const hardware::ProtocolSpec& proto) const override {
     const int n = comm.size();
-    double t = proto.base_latency.value();
-    if (n < 2) return {Seconds(t), "b (one rank)"};
-    require_power_of_two(req, n);
+    if (n < 2) return {proto.base_latency, "b (one rank)"};
     // Each step: its slowest route, with the sharing factor L of the step's own transfers.
-    const double gamma = 1.0 / gpu_memory_bandwidth(comm).value();
-    for (const auto& ph : schedule(req, comm, proto).phases) {
-      const auto c = step_cost(comm, ph, proto);
-      t += c.alpha + (ph.reduce_bytes > 0 ? std::max(c.wire, ph.reduce_bytes * gamma) : c.wire);
-    }
+    const Seconds t = closed_form_time(comm, schedule(req, comm, proto), proto);
     const char* formula = "";
     switch (req.op) {
       case CollectiveOp::kAllReduce:
@@ -76,7 +69,7 @@ class HalvingDoubling : public CollectiveAlgorithm {
         formula = "b + (n-1)(a + L S/n B)";
         break;
     }
-    return {Seconds(t), formula};
+    return {t, formula};
   }
 
  private:

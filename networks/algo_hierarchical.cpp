@@ -62,22 +62,16 @@ class Hierarchical : public CollectiveAlgorithm {
     const Bandwidth mem = gpu_memory_bandwidth(comm);
     if (p.g > 1) {
       const double block = S / (p.g * p.c);
-      Phase rs;
+      Phase ring;
       for (const auto& r : p.intra) {
         Rings used{{r.orders.begin(), r.orders.begin() + p.c}};
         auto part = ring_phase(comm, used, block, true);
-        rs.transfers.insert(rs.transfers.end(), part.transfers.begin(), part.transfers.end());
+        ring.transfers.insert(ring.transfers.end(), part.transfers.begin(), part.transfers.end());
       }
-      Phase ag = rs;
-      rs.label = "intra-node reduce-scatter";
-      rs.repeat = p.g - 1;
-      rs.reduce_bytes = reduce_traffic(block);
-      rs.reduce_bandwidth = mem;
-      ag.label = "intra-node all-gather";
-      ag.repeat = p.g - 1;
-      s.phases.push_back(rs);
+      auto [rs, ag] = reduce_scatter_all_gather(std::move(ring), "intra-node", p.g - 1, block, mem);
+      s.phases.push_back(std::move(rs));
       inter(s, comm, p, S / p.g, mem);
-      s.phases.push_back(ag);
+      s.phases.push_back(std::move(ag));
     } else {
       inter(s, comm, p, S, mem);
     }
@@ -86,21 +80,10 @@ class Hierarchical : public CollectiveAlgorithm {
 
   ClosedForm closed_form(const CollectiveRequest& req, const Communicator& comm,
                          const hardware::ProtocolSpec& proto) const override {
-    double t = proto.base_latency.value();
-    if (comm.size() < 2) return {Seconds(t), "b (one rank)"};
-    const auto p = plan(comm);
-    const double S = req.size.value();
-    const double gamma = 1.0 / gpu_memory_bandwidth(comm).value();
+    if (comm.size() < 2) return {proto.base_latency, "b (one rank)"};
     // Alpha and beta (with the sharing factor L) of each level from its own step.
-    const auto sched = schedule(req, comm, proto);
-    for (const auto& ph : sched.phases) {
-      const auto c = step_cost(comm, ph, proto);
-      const double body = std::max(c.wire, ph.reduce_bytes > 0 ? ph.reduce_bytes * gamma : 0.0);
-      t += static_cast<double>(ph.repeat) * (c.alpha + body);
-    }
-    (void)p;
-    (void)S;
-    return {Seconds(t), "b + 2(g-1)(a_i + L_i S/(gc) B_i) + 2(N-1)(a_e + L_e S/(gN) B_e)"};
+    const Seconds t = closed_form_time(comm, schedule(req, comm, proto), proto);
+    return {t, "b + 2(g-1)(a_i + L_i S/(gc) B_i) + 2(N-1)(a_e + L_e S/(gN) B_e)"};
   }
 
  private:
@@ -116,15 +99,24 @@ class Hierarchical : public CollectiveAlgorithm {
             {comm.rank_vertex[col[i]], comm.rank_vertex[col[(i + 1) % col.size()]], block, -1});
       }
     }
-    Phase ag = ph;
-    ph.label = "inter-node reduce-scatter";
-    ph.repeat = p.nodes - 1;
-    ph.reduce_bytes = reduce_traffic(block);
-    ph.reduce_bandwidth = mem;
-    ag.label = "inter-node all-gather";
-    ag.repeat = p.nodes - 1;
-    s.phases.push_back(ph);
-    s.phases.push_back(ag);
+    auto [rs, ag] = reduce_scatter_all_gather(std::move(ph), "inter-node", p.nodes - 1, block, mem);
+    s.phases.push_back(std::move(rs));
+    s.phases.push_back(std::move(ag));
+  }
+
+  // The two halves of a ring allreduce over the same transfers: `steps` reduce-scatter steps
+  // (each reducing `block` bytes) and as many all-gather steps.
+  static std::pair<Phase, Phase> reduce_scatter_all_gather(Phase ring, const std::string& level,
+                                                           std::int64_t steps, double block,
+                                                           Bandwidth mem) {
+    Phase ag = ring;
+    ring.label = level + " reduce-scatter";
+    ring.repeat = steps;
+    ring.reduce_bytes = reduce_traffic(block);
+    ring.reduce_bandwidth = mem;
+    ag.label = level + " all-gather";
+    ag.repeat = steps;
+    return {std::move(ring), std::move(ag)};
   }
 };
 

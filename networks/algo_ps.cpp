@@ -109,24 +109,11 @@ class ParameterServer : public CollectiveAlgorithm {
 
   ClosedForm closed_form(const CollectiveRequest& req, const Communicator& comm,
                          const hardware::ProtocolSpec& proto) const override {
-    const auto svs = servers(req, comm);
-    const int W = comm.size();
-    RouteCost rc;
-    double worker_bytes = 0, server_bytes = 0, sum = 0;
-    for (const auto& sv : svs) {
-      const auto c = route_cost(comm, comm.rank_vertex[0], sv.vertex, -1, proto);
-      rc.alpha = std::max(rc.alpha, c.alpha);
-      rc.beta = std::max(rc.beta, c.beta);
-      worker_bytes += sv.bytes;
-      server_bytes = std::max(server_bytes, W * sv.bytes);
-      sum = std::max(sum, reduce_traffic(sv.bytes, W) / sv.memory.value());
-    }
-    const double one_way = rc.alpha + std::max(worker_bytes, server_bytes) * rc.beta;
-    return {Seconds(proto.base_latency.value() + 2 * one_way + sum),
-            "b + 2(a + max(S, W S_s) B) + (W+2) S_s / M_s"};
+    // Push and pull: the server NIC takes W shards while each worker sends S in all.
+    const Seconds t = closed_form_time(comm, schedule(req, comm, proto), proto);
+    return {t, "b + 2(a + max(S, W S_s) B) + (W+2) S_s / M_s"};
   }
 };
-
 }  // namespace
 
 void register_parameter_server(AlgorithmRegistry& r) {

@@ -139,10 +139,9 @@ Phase ring_phase(const Communicator& comm, const Rings& rings, double bytes, boo
   return p;
 }
 
-RouteCost ring_route_cost(const Communicator& comm, const Rings& rings,
-                          const hardware::ProtocolSpec& proto) {
-  const auto c = step_cost(comm, ring_phase(comm, rings, 1.0, true), proto);
-  return {c.alpha, c.beta};
+StepCost ring_step_cost(const Communicator& comm, const Rings& rings,
+                        const hardware::ProtocolSpec& proto) {
+  return step_cost(comm, ring_phase(comm, rings, 1.0, true), proto);
 }
 
 namespace {
@@ -231,16 +230,12 @@ class Ring : public CollectiveAlgorithm {
     if (n < 2) return {Seconds(base), "b (one rank)"};
     const double gamma = 1.0 / gpu_memory_bandwidth(comm).value();
     if (req.op == CollectiveOp::kAllToAll) {
-      double t = base;
-      for (const auto& p : schedule(req, comm, proto).phases) {
-        const auto c = step_cost(comm, p, proto);
-        t += c.alpha + c.wire;
-      }
-      return {Seconds(t), "b + sum over n-1 shifts of (a + L S/n B)"};
+      return {closed_form_time(comm, schedule(req, comm, proto), proto),
+              "b + sum over n-1 shifts of (a + L S/n B)"};
     }
     auto rings = build_rings(comm, comm.library->max_channels);
     const double c = rings.channels();
-    const auto rc = ring_route_cost(comm, rings, proto);
+    const auto rc = ring_step_cost(comm, rings, proto);
     const double block = S / (n * c);
     const double reduce_step = rc.alpha + std::max(block * rc.beta, reduce_traffic(block) * gamma);
     const double copy_step = rc.alpha + block * rc.beta;

@@ -177,23 +177,13 @@ class Tree : public CollectiveAlgorithm {
                          const hardware::ProtocolSpec& proto) const override {
     const double base = proto.base_latency.value();
     if (comm.size() < 2) return {Seconds(base), "b (one rank)"};
-    const auto p = plan(req, comm, proto);
     // L: the tree edges one rank serves in a step share its links (the step's own transfers).
-    const auto c = step_cost(comm, schedule(req, comm, proto).phases.front(), proto);
-    const auto rc = RouteCost{c.alpha, c.beta};
-    const double gamma = 1.0 / gpu_memory_bandwidth(comm).value();
-    double wire = p.chunk * rc.beta;
-    if (req.op != CollectiveOp::kBroadcast) {
-      wire = std::max(wire, reduce_traffic(p.chunk, std::max(1, max_children(p))) * gamma);
-    }
-    const double steps = static_cast<double>(p.steps);
+    const Seconds t = closed_form_time(comm, schedule(req, comm, proto), proto);
     if (req.op == CollectiveOp::kAllReduce) {
-      return {Seconds(base + steps * (rc.alpha + wire)),
-              "b + (k-1+2D)(a + max(L S/(2k) B, (m+2) S/(2k) G))"};
+      return {t, "b + (k-1+2D)(a + max(L S/(2k) B, (m+2) S/(2k) G))"};
     }
-    return {Seconds(base + steps * (rc.alpha + wire)),
-            req.op == CollectiveOp::kReduce ? "b + (k-1+D)(a + max(L S/k B, (m+2) S/k G))"
-                                            : "b + (k-1+D)(a + L S/k B)"};
+    return {t, req.op == CollectiveOp::kReduce ? "b + (k-1+D)(a + max(L S/k B, (m+2) S/k G))"
+                                               : "b + (k-1+D)(a + L S/k B)"};
   }
 
  private:

@@ -29,9 +29,9 @@ Rings build_node_rings(const Communicator& comm, const std::vector<int>& ranks, 
 // One transfer per ring hop and channel: order[i] -> order[i+1] (closing the ring if `closed`).
 Phase ring_phase(const Communicator& comm, const Rings& rings, double bytes, bool closed);
 
-// The slowest hop of a ring (largest alpha, largest beta) for closed forms.
-RouteCost ring_route_cost(const Communicator& comm, const Rings& rings,
-                          const hardware::ProtocolSpec& proto);
+// Alpha and beta (with its sharing factor) of one ring step, for closed forms.
+StepCost ring_step_cost(const Communicator& comm, const Rings& rings,
+                        const hardware::ProtocolSpec& proto);
 
 // Memory bandwidth of the GPUs doing reductions (the job's first GPU type).
 Bandwidth gpu_memory_bandwidth(const Communicator& comm);

@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <map>
 
 #include "networks/algorithms.hpp"
 
@@ -91,64 +89,30 @@ Communicator make_communicator(const Topology& topo, const Placement& placement,
   return c;
 }
 
-RouteCost route_cost(const Communicator& comm, int src, int dst, int rail,
-                     const hardware::ProtocolSpec& proto) {
-  const auto& topo = *comm.topo;
-  std::vector<int> route;
-  topo.route(src, dst, rail, route);
-  const auto cls = topo.path_class(route);
-  RouteCost c;
-  c.alpha = proto.step_latency(cls).value();
-  if (cls == hardware::PathClass::kNetwork) {
-    c.alpha += topo.cluster().network.transport.message_overhead.value();
+StepCost step_cost(const Communicator& comm, const Phase& phase,
+                   const hardware::ProtocolSpec& proto) {
+  StepCoster coster(*comm.topo, proto, comm.topo->cluster().network.transport);
+  const auto& costs = coster.costs(phase);
+  StepCost c;
+  for (std::size_t i = 0; i < costs.size(); ++i) {
+    if (!costs[i].active()) continue;
+    c.alpha = std::max(c.alpha, costs[i].alpha);
+    c.wire = std::max(c.wire, costs[i].wire);
+    c.beta = std::max(c.beta, costs[i].wire / phase.transfers[i].bytes);
   }
-  double bw = std::numeric_limits<double>::infinity();
-  for (int id : route) {
-    c.alpha += topo.link(id).latency.value();
-    bw = std::min(bw, topo.link(id).bandwidth.value());
-  }
-  if (const auto cap = topo.per_flow_cap(); cap && cls == hardware::PathClass::kNetwork) {
-    bw = std::min(bw, cap->value());
-  }
-  c.beta = route.empty() ? 0.0 : 1.0 / (bw * proto.bandwidth_fraction);
   return c;
 }
 
-StepCost step_cost(const Communicator& comm, const Phase& phase,
-                   const hardware::ProtocolSpec& proto) {
-  const auto& topo = *comm.topo;
-  std::vector<std::vector<int>> routes;
-  std::map<int, double> load;
-  for (const auto& t : phase.transfers) {
-    routes.emplace_back();
-    if (t.src == t.dst || t.bytes <= 0) continue;
-    topo.route(t.src, t.dst, t.rail, routes.back());
-    for (int id : routes.back()) load[id] += t.bytes;
+Seconds closed_form_time(const Communicator& comm, const Schedule& schedule,
+                         const hardware::ProtocolSpec& proto) {
+  double t = proto.base_latency.value();
+  for (const auto& ph : schedule.phases) {
+    const auto c = step_cost(comm, ph, proto);
+    const double reduce = ph.reduce_bytes / ph.reduce_bandwidth.value();
+    const double body = ph.overlap_reduce ? std::max(c.wire, reduce) : c.wire + reduce;
+    t += static_cast<double>(ph.repeat) * (c.alpha + body);
   }
-  StepCost c;
-  const auto cap = topo.per_flow_cap();
-  for (std::size_t i = 0; i < routes.size(); ++i) {
-    if (routes[i].empty()) continue;
-    const auto& t = phase.transfers[i];
-    const auto cls = topo.path_class(routes[i]);
-    double alpha = proto.step_latency(cls).value();
-    if (cls == hardware::PathClass::kNetwork) {
-      alpha += topo.cluster().network.transport.message_overhead.value();
-    }
-    double wire = 0;
-    for (int id : routes[i]) {
-      alpha += topo.link(id).latency.value();
-      wire =
-          std::max(wire, load[id] / (topo.link(id).bandwidth.value() * proto.bandwidth_fraction));
-    }
-    if (cap && cls == hardware::PathClass::kNetwork) {
-      wire = std::max(wire, t.bytes / (cap->value() * proto.bandwidth_fraction));
-    }
-    c.alpha = std::max(c.alpha, alpha);
-    c.wire = std::max(c.wire, wire);
-    c.beta = std::max(c.beta, wire / t.bytes);
-  }
-  return c;
+  return Seconds(t);
 }
 
 const AlgorithmRegistry& collective_algorithms() {

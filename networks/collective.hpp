@@ -58,16 +58,6 @@ struct Communicator {
 Communicator make_communicator(const Topology& topo, const Placement& placement,
                                std::vector<int> server_slots = {});
 
-// Alpha and beta of one uncontended route under a protocol: alpha = link latencies + protocol
-// step latency + network message overhead; beta = seconds per byte at the narrowest link
-// (or the per-flow cap).
-struct RouteCost {
-  double alpha = 0;  // s
-  double beta = 0;   // s/B
-};
-RouteCost route_cost(const Communicator& comm, int src, int dst, int rail,
-                     const hardware::ProtocolSpec& proto);
-
 // Alpha and beta of one step of `phase` with no traffic but its own (the single-port model):
 // alpha is the largest route alpha; beta the largest per-byte time of a transfer when the
 // step's transfers that share a link divide it (docs/networks.md, "Link sharing factor L").
@@ -79,6 +69,12 @@ struct StepCost {
 };
 StepCost step_cost(const Communicator& comm, const Phase& phase,
                    const hardware::ProtocolSpec& proto);
+
+// The closed-form time of a schedule: base latency plus, per phase, its steps x (alpha + the
+// longer of wire time and reduction), or wire time then reduction where they do not overlap,
+// with alpha and wire from step_cost().
+Seconds closed_form_time(const Communicator& comm, const Schedule& schedule,
+                         const hardware::ProtocolSpec& proto);
 
 struct ClosedForm {
   Seconds time;

@@ -23,9 +23,18 @@ const hardware::NodeGroup& group_of(const hardware::ClusterSpec& c, int index, i
 
 }  // namespace
 
-int Placement::ranks_on(int node) const {
-  return static_cast<int>(
-      std::count_if(ranks.begin(), ranks.end(), [&](const auto& r) { return r.node == node; }));
+JobNodes with_server_nodes(const hardware::ClusterSpec& cluster, const Placement& placement,
+                           int servers) {
+  JobNodes out{placement.nodes, {}};
+  for (int i = 0; i < cluster.node_count() && static_cast<int>(out.server_slots.size()) < servers;
+       ++i) {
+    if (std::find(placement.nodes.begin(), placement.nodes.end(), i) != placement.nodes.end()) {
+      continue;
+    }
+    out.server_slots.push_back(static_cast<int>(out.nodes.size()));
+    out.nodes.push_back(i);
+  }
+  return out;
 }
 
 const hardware::NodeSpec& node_spec(const hardware::ClusterSpec& c, int index) {

@@ -19,7 +19,6 @@ struct RankLocation {
 struct Placement {
   std::vector<int> nodes;  // cluster node indices the job uses, in rank order
   std::vector<RankLocation> ranks;
-  int ranks_on(int node) const;  // ranks placed on Placement::nodes[node]
 };
 
 struct PlacementRequest {
@@ -32,6 +31,15 @@ struct PlacementRequest {
 // per node (the last node may hold fewer). Too many GPUs, an unknown host or a per-node count
 // above what a node has is an InputError naming the flag.
 Placement place(const hardware::ClusterSpec& cluster, const PlacementRequest& request);
+
+// The job's nodes followed by `servers` more for dedicated parameter servers: the first cluster
+// nodes holding no worker. `server_slots` are their positions in `nodes`.
+struct JobNodes {
+  std::vector<int> nodes;
+  std::vector<int> server_slots;
+};
+JobNodes with_server_nodes(const hardware::ClusterSpec& cluster, const Placement& placement,
+                           int servers);
 
 // The node spec of cluster node `index` (groups are laid out in order).
 const hardware::NodeSpec& node_spec(const hardware::ClusterSpec& cluster, int index);

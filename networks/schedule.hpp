@@ -55,6 +55,35 @@ struct Execution {
   std::vector<PhaseTime> phases;
 };
 
+// One transfer's cost within a step whose transfers share links: the alpha of its route and its
+// time on the wire (the bytes on its most loaded link over that link's bandwidth, or the
+// per-flow cap), and what bounds it (a link id, kCapped, or -1 for an empty route).
+struct TransferCost {
+  static constexpr int kCapped = -2;
+  double alpha = 0;  // s
+  double wire = 0;   // s
+  int bottleneck = -1;
+  bool active() const { return bottleneck != -1; }
+};
+
+// Costs the transfers of one step at a time, reusing its per-link load buffer.
+class StepCoster {
+ public:
+  StepCoster(const Topology& topo, const hardware::ProtocolSpec& proto,
+             const hardware::TransportSpec& transport);
+  // One entry per transfer of `phase`, in order.
+  const std::vector<TransferCost>& costs(const Phase& phase);
+
+ private:
+  const Topology& topo_;
+  const hardware::ProtocolSpec& proto_;
+  const hardware::TransportSpec& transport_;
+  std::vector<double> load_;  // bytes per link, zero outside costs()
+  std::vector<int> touched_, routes_, route_;
+  std::vector<std::size_t> begin_;
+  std::vector<TransferCost> out_;
+};
+
 // Runs `schedule` on `topo` with protocol `proto` and network transport `transport`.
 // A transfer's time in a step is
 //   alpha + max(bytes sharing its most loaded link / that link's bandwidth, reduction)

@@ -124,19 +124,11 @@ void run_collective_cmd(const CollectiveOptions& opt) {
   if (opt.gpus_per_node != 0) pr.gpus_per_node = opt.gpus_per_node;
   pr.nodelist = opt.nodelist;
   const auto placement = networks::place(cluster, pr);
-  auto nodes = placement.nodes;
-  std::vector<int> server_slots;
-  if (opt.algo == "ps" && !opt.ps_colocated) {
-    // Dedicated servers take the next nodes of the cluster that hold no worker.
-    for (int i = 0;
-         i < cluster.node_count() && static_cast<int>(server_slots.size()) < opt.ps_servers; ++i) {
-      if (std::find(nodes.begin(), nodes.end(), i) != nodes.end()) continue;
-      server_slots.push_back(static_cast<int>(nodes.size()));
-      nodes.push_back(i);
-    }
-  }
-  const networks::Topology topo(cluster, nodes);
-  const auto comm = networks::make_communicator(topo, placement, server_slots);
+  // Dedicated servers take the next nodes of the cluster that hold no worker.
+  const bool dedicated = opt.algo == "ps" && !opt.ps_colocated;
+  const auto job = networks::with_server_nodes(cluster, placement, dedicated ? opt.ps_servers : 0);
+  const networks::Topology topo(cluster, job.nodes);
+  const auto comm = networks::make_communicator(topo, placement, job.server_slots);
   networks::CollectiveRequest req;
   req.op = *op;
   req.root = opt.root;

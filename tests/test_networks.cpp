@@ -28,16 +28,9 @@ struct Job {
       int servers = 0)
       : cluster(std::move(c)) {
     placement = place(cluster, {gpus, per_node, ""});
-    auto nodes = placement.nodes;
-    std::vector<int> server_slots;
-    for (int i = 0; i < cluster.node_count() && static_cast<int>(server_slots.size()) < servers;
-         ++i) {
-      if (std::find(nodes.begin(), nodes.end(), i) != nodes.end()) continue;
-      server_slots.push_back(static_cast<int>(nodes.size()));
-      nodes.push_back(i);
-    }
-    topo = std::make_unique<Topology>(cluster, nodes);
-    comm = make_communicator(*topo, placement, server_slots);
+    const auto job = with_server_nodes(cluster, placement, servers);
+    topo = std::make_unique<Topology>(cluster, job.nodes);
+    comm = make_communicator(*topo, placement, job.server_slots);
   }
 };
 
