@@ -50,8 +50,8 @@ expect_failure "unknown operation 'allreduse'; did you mean 'allreduce'" collect
 expect_failure "'tree' does not implement alltoall" collective --gpus 8 --algo tree --op alltoall
 expect_failure "hd allgather needs a power-of-two number of ranks, got 6" collective --gpus 6 --algo hd --op allgather
 expect_failure "hierarchical allreduce needs the same number of GPUs on every node" collective --gpus 6 --algo hierarchical
-expect_failure "--nodelist: host 'iris-017' is not in cluster 'default'" collective --gpus 8 --nodelist iris-[016-017]
-expect_failure "--gpus-per-node: 5 GPUs per node, but node 'iris-001' has 4" collective --gpus 8 --gpus-per-node 5
+expect_failure "--nodelist: host 'iris-185' is not in cluster 'default'" collective --gpus 8 --nodelist iris-[184-185]
+expect_failure "--gpus-per-node: 5 GPUs per node, but node 'iris-169' has 4" collective --gpus 8 --gpus-per-node 5
 expect_failure "node 'two-gpus': gpu0 cannot reach gpu1" collective --gpus 2 --cluster "$fixtures/unreachable.yaml"
 expect_failure "need 32 free nodes" collective --gpus 64 --algo ps --ps-servers 32
 expect_failure "unknown model 'googlenett'; did you mean 'googlenet'" model show googlenett

@@ -95,7 +95,8 @@ TEST_CASE("default_cluster_is_16_nodes_of_4_v100_with_one_edr_nic") {
   CHECK(c.gpu_count() == 64);
   CHECK(c.groups[0].node.nics == 1);
   CHECK(c.network.port.bandwidth.value() == doctest::Approx(12.5e9));
-  CHECK(c.groups[0].hostnames.front() == "iris-001");
+  CHECK(c.groups[0].hostnames.front() == "iris-169");
+  CHECK(c.groups[0].hostnames.back() == "iris-184");
 }
 
 TEST_CASE("slurm_host_lists_expand_like_scontrol") {
