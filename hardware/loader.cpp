@@ -215,6 +215,11 @@ GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
     e.finish();
   });
   field(n, "kernel_launch", g.kernel_launch, inherited, seconds);
+  field(n, "step_jitter", g.step_jitter, inherited, [](const ConfigNode& c) {
+    const double v = c.as<double>();
+    if (!(v >= 0 && v <= 0.5)) c.fail(fmt::format("must be in [0, 0.5], got {}", v));
+    return v;
+  });
   n.finish();
   return g;
 }

@@ -40,6 +40,9 @@ struct GpuSpec {
   EfficiencyCurve conv;    // x in FLOP
   EfficiencyCurve memory;  // x in bytes moved; fraction of memory_bandwidth
   Seconds kernel_launch;
+  // Coefficient of variation of one GPU's compute time from step to step (stragglers): a step's
+  // compute is scaled by 1 + step_jitter x z, z standard normal (docs/simulator.md).
+  double step_jitter = 0;
 
   // Peak for arithmetic in `p` (fp16/bf16 fall back to fp32 where the GPU lacks them).
   FlopRate peak_for(Precision p) const;

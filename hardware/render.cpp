@@ -111,6 +111,7 @@ void print(Printer& p, const GpuSpec& g) {
   curve(p, "memory", g.memory, true);
   p.end();
   p.seconds("kernel_launch", g.kernel_launch);
+  p.count("step_jitter", g.step_jitter);
 }
 
 void print(Printer& p, const NodeSpec& n) {

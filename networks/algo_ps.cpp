@@ -61,7 +61,9 @@ class ParameterServer : public CollectiveAlgorithm {
     if (ps.sharding == "split") {
       for (auto& sv : out) sv.bytes = total / ps.servers;
     } else if (ps.sharding == "round_robin") {
-      for (std::size_t i = 0; i < tensors.size(); ++i) out[i % out.size()].bytes += tensors[i];
+      for (std::size_t i = 0; i < tensors.size(); ++i) {
+        out[(i + static_cast<std::size_t>(ps.server_offset)) % out.size()].bytes += tensors[i];
+      }
     } else if (ps.sharding == "greedy") {
       std::sort(tensors.begin(), tensors.end(), std::greater<>());
       for (double t : tensors) {

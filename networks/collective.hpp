@@ -32,6 +32,7 @@ struct PsOptions {
   bool on_gpu = false;             // aggregate on a GPU instead of the host CPU
   std::string sharding = "split";  // split | round_robin | greedy
   std::vector<double> tensors;     // tensor sizes in bytes for round_robin/greedy (default: one)
+  int server_offset = 0;           // round_robin: tensor i goes to server (offset + i) mod S
 };
 
 struct CollectiveRequest {
