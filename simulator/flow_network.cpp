@@ -1,0 +1,196 @@
+#include "simulator/flow_network.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dlsim::simulator {
+
+FlowNetwork::FlowNetwork(EventKernel& kernel, std::vector<double> capacity)
+    : kernel_(kernel), capacity_(std::move(capacity)) {}
+
+void FlowNetwork::start(std::vector<int> links, double bytes, Time latency, double cap,
+                        std::function<void()> done) {
+  Flow f;
+  f.links = std::move(links);
+  f.bytes = bytes;
+  f.remaining = bytes;
+  f.cap = cap;
+  f.done = std::move(done);
+  if (latency == 0) {
+    activate(std::move(f));
+  } else {
+    kernel_.after(latency, [this, f = std::move(f)]() mutable { activate(std::move(f)); });
+  }
+}
+
+void FlowNetwork::activate(Flow f) {
+  if (f.remaining <= 0 || (f.links.empty() && !std::isfinite(f.cap))) {
+    // Nothing bounds it: the transfer is all latency.
+    f.done();
+    return;
+  }
+  advance();
+  f.start = kernel_.now();
+  flows_.push_back(std::move(f));
+  // Flows that start at the same instant are solved once, after all of them have arrived:
+  // an event at `now` runs after those already queued for `now`.
+  if (!solve_pending_) {
+    solve_pending_ = true;
+    kernel_.at(kernel_.now(), [this] {
+      solve_pending_ = false;
+      update();
+    });
+  }
+}
+
+void FlowNetwork::advance() {
+  const Time now = kernel_.now();
+  if (now == last_) return;
+  const double dt = to_seconds(now - last_);
+  for (auto& f : flows_) f.remaining -= f.rate * dt;
+  last_ = now;
+}
+
+void FlowNetwork::update() {
+  advance();
+  const Time now = kernel_.now();
+  // Retire finished flows; their callbacks run after the re-solve, so a callback that starts a
+  // new flow sees consistent state.
+  std::vector<Flow> finished;
+  std::size_t kept = 0;
+  for (auto& f : flows_) {
+    // Within a picosecond of work or a relative 1e-9 of its size: time is integer picoseconds.
+    if (f.remaining <= std::max(f.bytes * 1e-9, f.rate * 1e-12)) {
+      finished.push_back(std::move(f));
+    } else {
+      if (&flows_[kept] != &f) flows_[kept] = std::move(f);
+      ++kept;
+    }
+  }
+  flows_.erase(flows_.begin() + static_cast<std::ptrdiff_t>(kept), flows_.end());
+
+  links_.clear();
+  begin_.clear();
+  caps_.clear();
+  for (const auto& f : flows_) {
+    begin_.push_back(links_.size());
+    links_.insert(links_.end(), f.links.begin(), f.links.end());
+    caps_.push_back(f.cap);
+  }
+  begin_.push_back(links_.size());
+  const std::uint64_t gen = ++generation_;
+  if (!flows_.empty()) {
+    solver_.solve({capacity_, links_, begin_, caps_}, rates_);
+    double next = std::numeric_limits<double>::infinity();
+    for (std::size_t i = 0; i < flows_.size(); ++i) {
+      flows_[i].rate = rates_[i];
+      if (rates_[i] > 0) next = std::min(next, flows_[i].remaining / rates_[i]);
+    }
+    if (std::isfinite(next)) {
+      // Round up so the flow has really finished when the event runs.
+      const auto ps = static_cast<Time>(std::ceil(next * static_cast<double>(kPicosPerSecond)));
+      kernel_.at(now + std::max<Time>(1, ps), [this, gen] {
+        if (gen == generation_) update();
+      });
+    }
+  }
+  for (auto& f : finished) {
+    for (auto* o : observers_) o->on_flow(f.links, f.bytes, f.start, now);
+    f.done();
+  }
+}
+
+std::vector<double> link_capacities(const networks::Topology& topo,
+                                    const hardware::ProtocolSpec& proto) {
+  std::vector<double> c(topo.link_count());
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    c[i] = topo.link(static_cast<int>(i)).bandwidth.value() * proto.bandwidth_fraction;
+  }
+  return c;
+}
+
+CollectiveRun::CollectiveRun(EventKernel& kernel, FlowNetwork& net, const networks::Topology& topo,
+                             const hardware::ProtocolSpec& proto,
+                             const hardware::TransportSpec& transport)
+    : kernel_(kernel), net_(net), topo_(topo), proto_(proto), transport_(transport) {}
+
+void CollectiveRun::run(const networks::Schedule& schedule, std::function<void()> done) {
+  schedule_ = &schedule;
+  done_ = std::move(done);
+  phase_ = 0;
+  kernel_.after(to_time(proto_.base_latency.value()), [this] { start_phase(); });
+}
+
+void CollectiveRun::start_phase() {
+  if (phase_ == schedule_->phases.size()) {
+    auto done = std::move(done_);
+    done();
+    return;
+  }
+  step_ = 0;
+  start_step();
+}
+
+void CollectiveRun::start_step() {
+  const auto& phase = schedule_->phases[phase_];
+  step_start_ = kernel_.now();
+  idle_at_start_ = net_.active() == 0;
+  // A reduction fused with the copy (NCCL) bounds the flow's rate: the receiver sums
+  // reduce_bytes per step at reduce_bandwidth (docs/simulator.md).
+  const double reduce_s = phase.reduce_bytes / phase.reduce_bandwidth.value();
+  const auto cap = topo_.per_flow_cap();
+  pending_ = 1;  // held until every flow is started
+  std::vector<int> route;
+  for (const auto& t : phase.transfers) {
+    if (t.src == t.dst || t.bytes <= 0) continue;
+    route.clear();
+    topo_.route(t.src, t.dst, t.rail, route);
+    const auto cls = topo_.path_class(route);
+    double alpha = proto_.step_latency(cls).value();
+    if (cls == hardware::PathClass::kNetwork) alpha += transport_.message_overhead.value();
+    for (int id : route) alpha += topo_.link(id).latency.value();
+    double flow_cap = std::numeric_limits<double>::infinity();
+    if (phase.overlap_reduce && reduce_s > 0) flow_cap = t.bytes / reduce_s;
+    if (cap && cls == hardware::PathClass::kNetwork) {
+      flow_cap = std::min(flow_cap, cap->value() * proto_.bandwidth_fraction);
+    }
+    ++pending_;
+    net_.start(route, t.bytes, to_time(alpha), flow_cap, [this] {
+      if (--pending_ == 0) step_done();
+    });
+  }
+  if (--pending_ == 0) step_done();
+}
+
+void CollectiveRun::step_done() {
+  const auto& phase = schedule_->phases[phase_];
+  if (!phase.overlap_reduce && phase.reduce_bytes > 0) {
+    // A reduction after the data arrived (a parameter server summing in host memory).
+    kernel_.after(to_time(phase.reduce_bytes / phase.reduce_bandwidth.value()),
+                  [this] { step_end(); });
+  } else {
+    step_end();
+  }
+}
+
+void CollectiveRun::step_end() {
+  const auto& phase = schedule_->phases[phase_];
+  ++step_;
+  if (step_ < phase.repeat) {
+    if (idle_at_start_ && net_.active() == 0) {
+      // Nothing else used the network: every remaining step takes exactly as long.
+      const Time step = kernel_.now() - step_start_;
+      kernel_.after(step * (phase.repeat - step_), [this] {
+        ++phase_;
+        start_phase();
+      });
+    } else {
+      start_step();
+    }
+    return;
+  }
+  ++phase_;
+  start_phase();
+}
+
+}  // namespace dlsim::simulator

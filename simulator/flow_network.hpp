@@ -1,0 +1,103 @@
+#pragma once
+// The flow-level network: every transfer is a flow over its route's links; the flows in progress
+// share link bandwidth max-min fairly (simulator/maxmin.hpp), re-solved whenever a flow starts or
+// ends; a flow first waits its route's latency, then moves its bytes (docs/simulator.md,
+// "Flow-level network"). CollectiveRun executes a collective's schedule on it, step after step.
+
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "hardware/profile.hpp"
+#include "networks/schedule.hpp"
+#include "networks/topology.hpp"
+#include "simulator/kernel.hpp"
+#include "simulator/maxmin.hpp"
+
+namespace dlsim::simulator {
+
+class FlowObserver {
+ public:
+  virtual ~FlowObserver() = default;
+  // A flow of `bytes` over `links` moved its data between `start` and `end`.
+  virtual void on_flow(const std::vector<int>& links, double bytes, Time start, Time end) = 0;
+};
+
+class FlowNetwork {
+ public:
+  // `capacity[l]` in B/s for every link id of the topology.
+  FlowNetwork(EventKernel& kernel, std::vector<double> capacity);
+
+  // Starts a flow of `bytes` over `links` after `latency`; at most `cap` B/s on its own.
+  // `done` runs when its last byte has arrived.
+  void start(std::vector<int> links, double bytes, Time latency, double cap,
+             std::function<void()> done);
+  std::size_t active() const { return flows_.size(); }
+  void add_observer(FlowObserver* o) { observers_.push_back(o); }
+
+ private:
+  struct Flow {
+    std::vector<int> links;
+    double bytes = 0;
+    double remaining = 0;
+    double cap = std::numeric_limits<double>::infinity();
+    double rate = 0;
+    Time start = 0;
+    std::function<void()> done;
+  };
+  void activate(Flow f);
+  // Moves every flow's bytes on to now at its current rate.
+  void advance();
+  // Advances, finishes the flows that are done, re-solves the rates and schedules the next
+  // completion.
+  void update();
+
+  EventKernel& kernel_;
+  std::vector<double> capacity_;
+  std::vector<Flow> flows_;
+  Time last_ = 0;
+  std::uint64_t generation_ = 0;  // completion events of an older solution are stale
+  bool solve_pending_ = false;
+  MaxMinSolver solver_;
+  std::vector<int> links_;
+  std::vector<std::size_t> begin_;
+  std::vector<double> caps_, rates_;
+  std::vector<FlowObserver*> observers_;
+};
+
+// Link capacities for protocol `proto`: each link's bandwidth x the protocol's fraction.
+std::vector<double> link_capacities(const networks::Topology& topo,
+                                    const hardware::ProtocolSpec& proto);
+
+// One collective's schedule executed on a flow network: the protocol's base latency, then each
+// phase's steps in turn; a step's transfers start together and the step ends when the last has
+// arrived and its reduction is done. Identical repeated steps on an otherwise idle network take
+// the time of the first (the network is then in the same state at every step start).
+class CollectiveRun {
+ public:
+  CollectiveRun(EventKernel& kernel, FlowNetwork& net, const networks::Topology& topo,
+                const hardware::ProtocolSpec& proto, const hardware::TransportSpec& transport);
+  // Runs `schedule` (which must outlive the run) and calls `done` at its end.
+  void run(const networks::Schedule& schedule, std::function<void()> done);
+
+ private:
+  void start_phase();
+  void start_step();
+  void step_done();
+  void step_end();
+
+  EventKernel& kernel_;
+  FlowNetwork& net_;
+  const networks::Topology& topo_;
+  const hardware::ProtocolSpec& proto_;
+  const hardware::TransportSpec& transport_;
+  const networks::Schedule* schedule_ = nullptr;
+  std::function<void()> done_;
+  std::size_t phase_ = 0;
+  std::int64_t step_ = 0;
+  int pending_ = 0;
+  Time step_start_ = 0;
+  bool idle_at_start_ = false;
+};
+
+}  // namespace dlsim::simulator

@@ -1,0 +1,57 @@
+#pragma once
+// Max-min fair sharing of link bandwidth among concurrent flows, by progressive filling.
+//
+// Contract: every flow's rate rises from 0 at the same speed; a flow stops rising ("freezes")
+// when it reaches its own cap or when a link it crosses is full. The result is the unique
+// max-min fair allocation: no link carries more than its capacity, and every flow is either at
+// its cap or crosses a saturated link on which no other flow gets more than it. A flow that
+// crosses the same link twice loads it twice. Rates and capacities are in B/s.
+//
+// Reference: D. Bertsekas and R. Gallager, Data Networks, 2nd ed., Prentice Hall 1992,
+// section 6.5.2 (max-min fairness, the progressive filling algorithm); the same model as
+// SimGrid's lmm/maxmin solver with all weights equal to 1.
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace dlsim::simulator {
+
+// Flows over capacitated links. Flow f crosses links[begin[f] .. begin[f+1]) (link ids index
+// `capacity`), and may be limited on its own by cap[f] (B/s; +infinity for none).
+struct MaxMinInput {
+  std::span<const double> capacity;    // B/s per link
+  std::span<const int> links;          // concatenated link ids of every flow
+  std::span<const std::size_t> begin;  // size flows+1
+  std::span<const double> cap;         // size flows
+};
+
+class MaxMinSolver {
+ public:
+  // Fills rates (B/s, one per flow). A flow with no links gets its cap (which must then be finite,
+  // else std::invalid_argument). Reuses internal buffers between calls: no allocation in steady
+  // state.
+  //
+  // Also throws std::invalid_argument, before changing anything, when begin does not have
+  // flows+1 non-decreasing entries within `links`, a link id is out of range, a link used by a
+  // flow has a negative, infinite or NaN capacity, or a cap is negative or NaN.
+  //
+  // Cost: O(iterations x (unfrozen flows x route length + links still in use)), plus a single
+  // pass over the routes; links no flow crosses are never visited. An iteration freezes every
+  // flow whose bottleneck is reached within a relative 1e-12 of the same level, so symmetric
+  // problems finish in one iteration.
+  void solve(const MaxMinInput& in, std::vector<double>& rates);
+
+ private:
+  void validate(const MaxMinInput& in) const;
+
+  // Per link, indexed by link id and sized to the largest `capacity` seen. Between calls every
+  // entry of count_ and saturated_ is 0, so a call only touches the links its flows cross.
+  std::vector<double> remaining_;  // B/s not yet given to frozen flows or the common level
+  std::vector<int> count_;         // crossings by unfrozen flows (a flow counts once per crossing)
+  std::vector<char> saturated_;    // 1 while a link is found full in the current iteration
+  std::vector<int> active_links_;  // links with count_ > 0: the touched-link list
+  std::vector<int> active_flows_;  // flows not yet frozen
+};
+
+}  // namespace dlsim::simulator
