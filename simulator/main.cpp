@@ -7,6 +7,7 @@
 #include "common/version.hpp"
 #include "simulator/hardware_commands.hpp"
 #include "simulator/model_commands.hpp"
+#include "simulator/predict_commands.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"dlsim: a performance model and simulator of data-parallel deep-learning training"};
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   dlsim::cli::add_model_commands(app);
   dlsim::cli::add_hardware_commands(app);
   dlsim::cli::add_collective_command(app);
+  dlsim::cli::add_predict_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,166 @@
+#include "simulator/compute.hpp"
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <map>
+
+#include "common/error.hpp"
+
+namespace dlsim::simulator {
+
+std::optional<TrainingPrecision> parse_training_precision(const std::string& s) {
+  if (s == "fp32") return TrainingPrecision::kFp32;
+  if (s == "fp16") return TrainingPrecision::kFp16;
+  if (s == "amp") return TrainingPrecision::kAmp;
+  return std::nullopt;
+}
+std::string to_string(TrainingPrecision p) {
+  switch (p) {
+    case TrainingPrecision::kFp16:
+      return "fp16";
+    case TrainingPrecision::kAmp:
+      return "amp";
+    case TrainingPrecision::kFp32:
+      break;
+  }
+  return "fp32";
+}
+Precision activation_precision(TrainingPrecision p) {
+  return p == TrainingPrecision::kFp32 ? Precision::kFp32 : Precision::kFp16;
+}
+Bytes gradient_element(TrainingPrecision p) {
+  return element_size(p == TrainingPrecision::kFp16 ? Precision::kFp16 : Precision::kFp32);
+}
+
+std::optional<Optimizer> parse_optimizer(const std::string& s) {
+  if (s == "sgd") return Optimizer::kSgd;
+  if (s == "momentum") return Optimizer::kMomentum;
+  if (s == "adam") return Optimizer::kAdam;
+  return std::nullopt;
+}
+std::string to_string(Optimizer o) {
+  switch (o) {
+    case Optimizer::kSgd:
+      return "sgd";
+    case Optimizer::kAdam:
+      return "adam";
+    case Optimizer::kMomentum:
+      break;
+  }
+  return "momentum";
+}
+int optimizer_states(Optimizer o) {
+  return o == Optimizer::kSgd ? 0 : o == Optimizer::kMomentum ? 1 : 2;
+}
+
+Seconds kernel_time(Flops flops, Bytes bytes, FlopRate peak, const hardware::EfficiencyCurve& c,
+                    Bandwidth memory, const hardware::EfficiencyCurve& m, Seconds launch) {
+  if (flops.value() <= 0 && bytes.value() <= 0) return Seconds(0);
+  // F / (P e(F)) with e(F) = e F / (F + h) is (F + h) / (P e): finite for every F > 0.
+  const double compute =
+      flops.value() > 0 ? (flops.value() + c.half) / (peak.value() * c.max) : 0.0;
+  const double traffic =
+      bytes.value() > 0 ? (bytes.value() + m.half) / (memory.value() * m.max) : 0.0;
+  return launch + Seconds(std::max(compute, traffic));
+}
+
+namespace {
+
+bool is_conv(const std::string& op) { return op == "conv2d"; }
+
+}  // namespace
+
+ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::GpuSpec& gpu,
+                               const ComputeOptions& options) {
+  // GEMM-like kernels (conv, linear, matmul) use tensor cores in fp16 and amp; everything else
+  // runs on the vector units at the fp32 rate and is bound by memory traffic in practice.
+  const FlopRate gemm_peak = gpu.peak_for(
+      options.precision == TrainingPrecision::kFp32 ? Precision::kFp32 : Precision::kFp16);
+  const FlopRate vector_peak = gpu.peak_for(Precision::kFp32);
+  auto time = [&](const model::LayerStats& l, Flops f, Bytes b) {
+    const bool gemm = l.forward_macs > 0;
+    return kernel_time(f, b, gemm ? gemm_peak : vector_peak, is_conv(l.op) ? gpu.conv : gpu.gemm,
+                       gpu.memory_bandwidth, gpu.memory, gpu.kernel_launch);
+  };
+
+  ComputeProfile p;
+  std::map<model::LayerGraph::Vertex, std::size_t> index;
+  for (std::size_t i = 0; i < stats.layers.size(); ++i) index[stats.layers[i].vertex] = i;
+  p.layers.resize(stats.layers.size());
+  for (std::size_t i = 0; i < stats.layers.size(); ++i) {
+    const auto& l = stats.layers[i];
+    auto& t = p.layers[i];
+    p.layer_names.push_back(l.name);
+    t.forward = time(l, l.forward_flops, l.forward_read_bytes + l.forward_write_bytes);
+    // Input and weight gradients are separate kernels; their traffic is split by FLOP share.
+    const Bytes traffic = l.backward_read_bytes + l.backward_write_bytes;
+    const double total = l.backward_flops().value();
+    const double wshare = total > 0 ? l.backward_weight_flops.value() / total : 0.0;
+    t.backward = time(l, l.backward_input_flops, traffic * (1 - wshare)) +
+                 time(l, l.backward_weight_flops, traffic * wshare);
+  }
+  const double grad_elem = gradient_element(options.precision).value();
+  for (std::size_t g = 0; g < stats.gradients.size(); ++g) {
+    p.layers[index.at(stats.gradients[g].vertex)].gradients.push_back(static_cast<int>(g));
+    p.gradient_bytes.push_back(static_cast<double>(stats.gradients[g].elements) * grad_elem);
+  }
+
+  // The optimizer step reads weights and gradients, reads and writes its states and writes the
+  // weights, one memory-bound kernel per tensor (fp32 master values in amp).
+  const double per_param = (3.0 + 2.0 * optimizer_states(options.optimizer)) *
+                           (options.precision == TrainingPrecision::kFp16 ? 2.0 : 4.0);
+  for (const auto& g : stats.gradients) {
+    p.update +=
+        kernel_time(Flops(0), Bytes(per_param * static_cast<double>(g.elements)), vector_peak,
+                    gpu.gemm, gpu.memory_bandwidth, gpu.memory, gpu.kernel_launch);
+  }
+  for (const auto& t : p.layers) {
+    p.forward += t.forward;
+    p.backward += t.backward;
+  }
+
+  if (options.anchor_throughput) {
+    const double x = *options.anchor_throughput;
+    if (!(x > 0)) {
+      fail_at({}, "--anchor-throughput", fmt::format("must be positive, got {}", x));
+    }
+    p.scale = (static_cast<double>(stats.batch) / x) / p.step().value();
+    for (auto& t : p.layers) {
+      t.forward *= p.scale;
+      t.backward *= p.scale;
+    }
+    p.forward *= p.scale;
+    p.backward *= p.scale;
+    p.update *= p.scale;
+  }
+  return p;
+}
+
+MemoryUse memory_use(const model::ModelStats& stats, const ComputeOptions& options, Bytes buffers) {
+  const double params = static_cast<double>(stats.params);
+  MemoryUse m;
+  switch (options.precision) {
+    case TrainingPrecision::kFp32:
+      m.weights = Bytes(4 * params);
+      break;
+    case TrainingPrecision::kFp16:
+      m.weights = Bytes(2 * params);
+      break;
+    case TrainingPrecision::kAmp:
+      m.weights = Bytes(6 * params);  // fp32 master copy + fp16 working copy
+      break;
+  }
+  m.gradients = Bytes(params * gradient_element(options.precision).value());
+  m.optimizer_state = Bytes(params * 4.0 * optimizer_states(options.optimizer));
+  m.activations = stats.activation_bytes;
+  m.buffers = buffers;
+  // cuDNN's workspace: the largest layer's traffic, the size an implicit-GEMM or FFT algorithm
+  // may ask for (a conservative bound; frameworks cap it near this).
+  for (const auto& l : stats.layers) {
+    m.workspace = std::max(m.workspace, l.forward_read_bytes + l.forward_write_bytes);
+  }
+  m.runtime = kRuntimeReserve;
+  return m;
+}
+
+}  // namespace dlsim::simulator

@@ -1,0 +1,78 @@
+#pragma once
+// What one GPU spends on one training step of a model, layer by layer, and how much memory it
+// holds: the roofline cost model with the profile's efficiency curves (docs/simulator.md,
+// "Compute time" and "Memory"). Times are for one GPU at the per-GPU batch of `stats`.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/units.hpp"
+#include "hardware/profile.hpp"
+#include "model/analysis.hpp"
+
+namespace dlsim::simulator {
+
+// fp32; fp16 (everything in half precision); amp (mixed: half-precision tensor-core arithmetic
+// and activations, fp32 master weights, gradients and optimizer state; Micikevicius et al. 2018).
+enum class TrainingPrecision { kFp32, kFp16, kAmp };
+std::optional<TrainingPrecision> parse_training_precision(const std::string& s);
+std::string to_string(TrainingPrecision p);
+// The element type activations are stored in.
+Precision activation_precision(TrainingPrecision p);
+// Bytes of one gradient (and master weight) element.
+Bytes gradient_element(TrainingPrecision p);
+
+enum class Optimizer { kSgd, kMomentum, kAdam };
+std::optional<Optimizer> parse_optimizer(const std::string& s);
+std::string to_string(Optimizer o);
+int optimizer_states(Optimizer o);  // fp32 values kept per parameter: 0, 1, 2
+
+// Time of one kernel (docs/simulator.md, eq. "roofline"):
+//   launch + max((F + h_c) / (P e_c), (B + h_m) / (M e_m))
+// the roofline of Williams et al. 2009 with efficiency curves e(x) = e x / (x + h), which make
+// small kernels slower than their share of peak. Zero work costs nothing (a view).
+Seconds kernel_time(Flops flops, Bytes bytes, FlopRate peak, const hardware::EfficiencyCurve& c,
+                    Bandwidth memory, const hardware::EfficiencyCurve& m, Seconds launch);
+
+struct LayerTime {
+  Seconds forward;
+  Seconds backward;            // input gradient + weight gradient
+  std::vector<int> gradients;  // gradient tensors (backward order) done with this layer
+};
+
+struct ComputeProfile {
+  std::vector<LayerTime> layers;  // topological order
+  std::vector<std::string> layer_names;
+  std::vector<double> gradient_bytes;  // per gradient tensor, backward order, as exchanged
+  Seconds forward, backward;           // sums over layers
+  Seconds update;                      // optimizer step over every parameter
+  double scale = 1;                    // the anchor's factor applied to every time (1: none)
+  Seconds step() const { return forward + backward + update; }
+};
+
+struct ComputeOptions {
+  TrainingPrecision precision = TrainingPrecision::kFp32;
+  Optimizer optimizer = Optimizer::kMomentum;
+  // A measured single-GPU throughput (samples/s) at this batch: every time is scaled so that
+  // batch / step() equals it.
+  std::optional<double> anchor_throughput;
+};
+
+// `stats` must have been analysed at activation_precision(options.precision).
+ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::GpuSpec& gpu,
+                               const ComputeOptions& options);
+
+// Memory one GPU holds at its peak (the start of backward), by part (docs/simulator.md, "Memory").
+struct MemoryUse {
+  Bytes weights, gradients, optimizer_state, activations, buffers, workspace, runtime;
+  Bytes total() const {
+    return weights + gradients + optimizer_state + activations + buffers + workspace + runtime;
+  }
+};
+// `buffers`: the framework's fusion or bucket buffers.
+MemoryUse memory_use(const model::ModelStats& stats, const ComputeOptions& options, Bytes buffers);
+// CUDA context, cuDNN and cuBLAS handles: what a framework process holds before any tensor.
+inline constexpr Bytes kRuntimeReserve{512.0 * 1024 * 1024};
+
+}  // namespace dlsim::simulator

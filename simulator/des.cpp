@@ -1,0 +1,322 @@
+// The discrete-event engine (docs/simulator.md, "The DES engine"): per-GPU compute streams,
+// the framework's launcher, and one communication channel for the job whose collectives run as
+// flows on the topology.
+
+#include <cmath>
+#include <deque>
+#include <numbers>
+#include <random>
+
+#include "simulator/engine.hpp"
+#include "simulator/flow_network.hpp"
+
+namespace dlsim::simulator {
+namespace {
+
+// Standard normal draws by Box-Muller from mt19937_64, whose output the C++ standard fixes, so
+// a seed gives the same stragglers on every platform (std::normal_distribution's does not).
+class Normal {
+ public:
+  explicit Normal(std::uint64_t seed) : rng_(seed) {}
+  double operator()() {
+    if (have_spare_) {
+      have_spare_ = false;
+      return spare_;
+    }
+    const double u1 = (static_cast<double>(rng_() >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+    const double u2 = static_cast<double>(rng_() >> 11) * 0x1.0p-53;          // [0, 1)
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    spare_ = r * std::sin(2 * std::numbers::pi * u2);
+    have_spare_ = true;
+    return r * std::cos(2 * std::numbers::pi * u2);
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  double spare_ = 0;
+  bool have_spare_ = false;
+};
+
+class DesStep {
+ public:
+  DesStep(const StepSetup& s, const Observers& obs, FlowObserver* flow_observer)
+      : s_(s), obs_(obs), flow_observer_(flow_observer), planner_(s), normal_(s.seed) {
+    const auto& layers = s.compute.layers;
+    double t = 0;
+    for (std::size_t i = 0; i < layers.size(); ++i) forward_ += layers[i].forward.value();
+    // Backward runs the layers in reverse; a checkpoint wherever gradients appear.
+    for (std::size_t i = layers.size(); i-- > 0;) {
+      t += layers[i].backward.value();
+      if (!layers[i].gradients.empty()) checkpoints_.push_back({t, &layers[i].gradients});
+    }
+    backward_ = t;
+    gpus_.resize(static_cast<std::size_t>(s.comm.size()));
+    tensors_ = s.compute.gradient_bytes.size();
+  }
+
+  std::uint64_t run() {
+    begin_iteration(0);
+    for (std::size_t g = 0; g < gpus_.size(); ++g) start_forward(static_cast<int>(g));
+    return kernel_.run();
+  }
+
+ private:
+  struct Checkpoint {
+    double offset;  // s after backward starts, unjittered
+    const std::vector<int>* tensors;
+  };
+  struct Gpu {
+    int iteration = 0;
+    double factor = 1;  // this step's compute slowdown
+    Time backward_start = 0, backward_end = 0;
+    bool backward_done = false;
+  };
+
+  int n() const { return static_cast<int>(gpus_.size()); }
+  Time scaled(double seconds, const Gpu& g) const { return to_time(seconds * g.factor); }
+
+  // The job-wide state of step `i`; set when step i-1's gradients are all reduced, before any
+  // GPU can start step i.
+  void begin_iteration(int i) {
+    iteration_ = i;
+    ready_count_.assign(tensors_, 0);
+    reduced_ = 0;
+    comm_done_ = tensors_ == 0 || n() == 1;
+    launcher_ = s_.policy->launcher(s_.resolved, s_.job);
+    tick_pending_ = false;
+    // One worker waits for nobody: its variation averages out, so only jobs of two or more
+    // draw stragglers (and one GPU's step is the nominal step the efficiency is measured by).
+    const double cv = n() > 1 ? s_.gpu->step_jitter : 0.0;
+    factors_.resize(gpus_.size());
+    for (auto& f : factors_) f = std::max(0.0, 1 + cv * normal_());
+  }
+
+  void start_forward(int r) {
+    auto& g = gpus_[static_cast<std::size_t>(r)];
+    g.iteration = iteration_;
+    g.factor = factors_[static_cast<std::size_t>(r)];
+    g.backward_done = false;
+    const Time start = kernel_.now();
+    const Time end = start + scaled(forward_, g);
+    if (obs_.wants_layers()) {
+      Time t = start;
+      for (const auto& l : s_.compute.layers) {
+        const Time e = t + scaled(l.forward.value(), g);
+        obs_.emit({SpanKind::kLayerForward, g.iteration, r, layer_name(l), t, e});
+        t = e;
+      }
+    }
+    obs_.emit({SpanKind::kForward, g.iteration, r, "forward", start, end});
+    g.backward_start = end;
+    kernel_.at(end, [this, r] { backward_step(r, 0); });
+  }
+
+  std::string_view layer_name(const LayerTime& l) const {
+    return s_.compute.layer_names[static_cast<std::size_t>(&l - s_.compute.layers.data())];
+  }
+
+  // Runs at backward_start + checkpoint k-1 (k = 0: backward starts).
+  void backward_step(int r, std::size_t k) {
+    auto& g = gpus_[static_cast<std::size_t>(r)];
+    if (k == 0 && obs_.wants_layers()) emit_backward_layers(r);
+    if (k > 0) {
+      for (int t : *checkpoints_[k - 1].tensors) tensor_ready(t);
+    }
+    if (k < checkpoints_.size()) {
+      kernel_.at(g.backward_start + scaled(checkpoints_[k].offset, g),
+                 [this, r, k] { backward_step(r, k + 1); });
+      return;
+    }
+    const Time end = g.backward_start + scaled(backward_, g);
+    if (end > kernel_.now()) {
+      kernel_.at(end, [this, r] { backward_done(r); });
+    } else {
+      backward_done(r);
+    }
+  }
+
+  void emit_backward_layers(int r) {
+    const auto& g = gpus_[static_cast<std::size_t>(r)];
+    Time t = g.backward_start;
+    for (std::size_t i = s_.compute.layers.size(); i-- > 0;) {
+      const Time e = t + scaled(s_.compute.layers[i].backward.value(), g);
+      obs_.emit({SpanKind::kLayerBackward, g.iteration, r, s_.compute.layer_names[i], t, e});
+      t = e;
+    }
+  }
+
+  void backward_done(int r) {
+    auto& g = gpus_[static_cast<std::size_t>(r)];
+    g.backward_end = kernel_.now();
+    g.backward_done = true;
+    obs_.emit({SpanKind::kBackward, g.iteration, r, "backward", g.backward_start, g.backward_end});
+    if (comm_done_) start_update(r);
+  }
+
+  void tensor_ready(int t) {
+    if (n() == 1) return;  // nothing to exchange
+    if (++ready_count_[static_cast<std::size_t>(t)] < n()) return;
+    enqueue(launcher_->ready(t, kernel_.now()));
+    schedule_tick();
+  }
+
+  void schedule_tick() {
+    if (tick_pending_) return;
+    const auto next = launcher_->next_tick(kernel_.now());
+    if (!next) return;
+    tick_pending_ = true;
+    kernel_.at(*next, [this] {
+      tick_pending_ = false;
+      enqueue(launcher_->tick(kernel_.now()));
+      schedule_tick();
+    });
+  }
+
+  void enqueue(std::vector<CommGroup> groups) {
+    for (auto& g : groups) queue_.push_back(std::move(g));
+    if (!busy_) start_group();
+  }
+
+  // The channel: one group at a time, negotiation, copy in, collective, copy out.
+  void start_group() {
+    if (queue_.empty()) return;
+    busy_ = true;
+    group_ = std::move(queue_.front());
+    queue_.pop_front();
+    const Time neg = to_time(group_.negotiate.value());
+    if (neg > 0) {
+      obs_.emit({SpanKind::kNegotiate, iteration_, -1, "NEGOTIATE_ALLREDUCE", kernel_.now(),
+                 kernel_.now() + neg, group_.bytes});
+    }
+    kernel_.after(neg, [this] { copy_in(); });
+  }
+
+  void copy_in() {
+    const Time d = group_.copy_in ? to_time(planner_.copy_time(group_.bytes).value()) : 0;
+    if (d > 0) {
+      obs_.emit({SpanKind::kCopyIn, iteration_, -1, "MEMCPY_IN_FUSION_BUFFER", kernel_.now(),
+                 kernel_.now() + d, group_.bytes});
+    }
+    kernel_.after(d, [this] { collective(); });
+  }
+
+  void collective() {
+    const auto& plan = planner_.plan(group_);
+    collective_start_ = kernel_.now();
+    auto key = std::make_tuple(group_.bytes, group_.ps.server_offset, group_.ps.sharding);
+    if (auto it = measured_.find(key); it != measured_.end()) {
+      // The channel has the network to itself: the same collective takes the same time.
+      kernel_.after(it->second, [this] { collective_done(); });
+      return;
+    }
+    auto& run = run_for(*plan.protocol);
+    run.run(plan.schedule, [this, key] {
+      measured_[key] = kernel_.now() - collective_start_;
+      collective_done();
+    });
+  }
+
+  CollectiveRun& run_for(const hardware::ProtocolSpec& proto) {
+    auto& slot = runs_[&proto];
+    if (!slot.run) {
+      slot.net = std::make_unique<FlowNetwork>(kernel_, link_capacities(*s_.topo, proto));
+      if (flow_observer_) slot.net->add_observer(flow_observer_);
+      slot.run = std::make_unique<CollectiveRun>(kernel_, *slot.net, *s_.topo, proto,
+                                                 s_.topo->cluster().network.transport);
+    }
+    return *slot.run;
+  }
+
+  void collective_done() {
+    const auto& plan = planner_.plan(group_);
+    const bool ps = s_.resolved.strategy == "ps";
+    Span span{
+        SpanKind::kCollective, iteration_,    -1,          ps ? "PS_PUSH_PULL" : "NCCL_ALLREDUCE",
+        collective_start_,     kernel_.now(), group_.bytes};
+    span.latency = to_time(plan.latency.value());
+    span.parameter_server = ps;
+    obs_.emit(span);
+    const Time d = group_.copy_out ? to_time(planner_.copy_time(group_.bytes).value()) : 0;
+    if (d > 0) {
+      obs_.emit({SpanKind::kCopyOut, iteration_, -1, "MEMCPY_OUT_FUSION_BUFFER", kernel_.now(),
+                 kernel_.now() + d, group_.bytes});
+    }
+    kernel_.after(d, [this] { group_done(); });
+  }
+
+  void group_done() {
+    busy_ = false;
+    reduced_ += group_.tensors.size();
+    if (reduced_ < tensors_) {
+      start_group();
+      return;
+    }
+    comm_done_ = true;
+    for (int r = 0; r < n(); ++r) {
+      if (gpus_[static_cast<std::size_t>(r)].backward_done) start_update(r);
+    }
+  }
+
+  void start_update(int r) {
+    const auto& g = gpus_[static_cast<std::size_t>(r)];
+    const Time start = kernel_.now();
+    const Time end = start + scaled(s_.compute.update.value(), g);
+    obs_.emit({SpanKind::kUpdate, g.iteration, r, "update", start, end});
+    if (++updating_ == n() && iteration_ + 1 < s_.iterations) begin_iteration(iteration_ + 1);
+    kernel_.at(end, [this, r] { update_done(r); });
+  }
+
+  // A synchronous step ends when the last GPU has applied the update; each GPU goes on to its
+  // next forward pass as soon as its own update is done.
+  void update_done(int r) {
+    const int i = gpus_[static_cast<std::size_t>(r)].iteration;
+    if (++updated_ == n()) {
+      obs_.emit({SpanKind::kIteration, i, -1, "step", iteration_start_, kernel_.now()});
+      iteration_start_ = kernel_.now();
+      updated_ = 0;
+      updating_ = 0;
+    }
+    if (i + 1 < s_.iterations) start_forward(r);
+  }
+
+  const StepSetup& s_;
+  const Observers& obs_;
+  FlowObserver* flow_observer_;
+  CollectivePlanner planner_;
+  Normal normal_;
+  EventKernel kernel_;
+  double forward_ = 0, backward_ = 0;
+  std::vector<Checkpoint> checkpoints_;
+  std::vector<Gpu> gpus_;
+  std::size_t tensors_ = 0;
+
+  int iteration_ = 0;
+  Time iteration_start_ = 0;
+  std::vector<int> ready_count_;
+  std::size_t reduced_ = 0;
+  bool comm_done_ = false;
+  int updating_ = 0, updated_ = 0;
+  std::vector<double> factors_;  // the next step's slowdown of each GPU
+  std::unique_ptr<GradientLauncher> launcher_;
+  bool tick_pending_ = false;
+
+  std::deque<CommGroup> queue_;
+  bool busy_ = false;
+  CommGroup group_;
+  Time collective_start_ = 0;
+  struct Runner {
+    std::unique_ptr<FlowNetwork> net;
+    std::unique_ptr<CollectiveRun> run;
+  };
+  std::map<const hardware::ProtocolSpec*, Runner> runs_;
+  std::map<std::tuple<double, int, std::string>, Time> measured_;
+};
+
+}  // namespace
+
+EngineRun run_des(const StepSetup& setup, const Observers& observers, FlowObserver* flow_observer) {
+  DesStep step(setup, observers, flow_observer);
+  return {step.run()};
+}
+
+}  // namespace dlsim::simulator

@@ -1,0 +1,75 @@
+#pragma once
+// The training-step engines. Both take the same resolved setup and report the same spans to
+// observers: `des` executes the step event by event (per-GPU compute streams with seeded
+// stragglers, the framework's launcher, collectives as max-min fair flows on the topology);
+// `analytic` computes it in closed form (expected slowest GPU, collective closed forms) for
+// sweeps. docs/simulator.md, "Engines".
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "hardware/profile.hpp"
+#include "networks/collective.hpp"
+#include "networks/placement.hpp"
+#include "networks/topology.hpp"
+#include "simulator/compute.hpp"
+#include "simulator/framework.hpp"
+#include "simulator/observer.hpp"
+
+namespace dlsim::simulator {
+
+class FlowObserver;
+
+struct StepSetup {
+  const hardware::ClusterSpec* cluster = nullptr;
+  const hardware::GpuSpec* gpu = nullptr;  // of the job's first node
+  ComputeProfile compute;
+  std::unique_ptr<networks::Topology> topo;
+  networks::Communicator comm;
+  const FrameworkPolicy* policy = nullptr;
+  ResolvedPolicy resolved;
+  JobInfo job;
+  int iterations = 1;
+  std::uint64_t seed = 1;
+};
+
+// The cost of one group's collective, chosen as NCCL's tuner does: the protocol whose closed
+// form is fastest.
+struct CollectivePlan {
+  const hardware::ProtocolSpec* protocol = nullptr;
+  Seconds model_time;  // closed form
+  Seconds latency;     // the closed form of the same collective at one byte
+  networks::Schedule schedule;
+};
+
+class CollectivePlanner {
+ public:
+  explicit CollectivePlanner(const StepSetup& setup) : setup_(setup) {}
+  // Cached by size and parameter-server layout; the reference stays valid.
+  const CollectivePlan& plan(const CommGroup& group);
+  // Memory-bound copy of `bytes` on a GPU (read and write).
+  Seconds copy_time(double bytes) const;
+
+ private:
+  const StepSetup& setup_;
+  std::unique_ptr<networks::CollectiveAlgorithm> algorithm_;
+  std::map<std::tuple<double, int, std::string>, std::unique_ptr<CollectivePlan>> cache_;
+};
+
+// A small allreduce's time on the job (Horovod negotiation), fastest algorithm and protocol.
+Seconds small_allreduce_time(const networks::Communicator& comm, Bytes bytes);
+
+struct EngineRun {
+  std::uint64_t events = 0;  // DES only
+};
+
+// `flow_observer` (may be null) sees every flow of the DES.
+EngineRun run_des(const StepSetup& setup, const Observers& observers,
+                  FlowObserver* flow_observer = nullptr);
+EngineRun run_analytic(const StepSetup& setup, const Observers& observers);
+
+}  // namespace dlsim::simulator

@@ -1,0 +1,23 @@
+#include "simulator/framework.hpp"
+
+#include "common/error.hpp"
+
+namespace dlsim::simulator {
+
+const FrameworkRegistry& framework_policies() {
+  static const FrameworkRegistry registry = [] {
+    FrameworkRegistry r("framework");
+    register_horovod(r);
+    register_pytorch_ddp(r);
+    register_tensorflow(r);
+    register_mxnet(r);
+    return r;
+  }();
+  return registry;
+}
+
+void refuse(bool given, const std::string& flag, const std::string& framework) {
+  if (given) fail_at({}, flag, "does not apply to framework '" + framework + "'");
+}
+
+}  // namespace dlsim::simulator

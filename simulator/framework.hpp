@@ -1,0 +1,116 @@
+#pragma once
+// Framework policies: how a data-parallel framework turns gradients into collectives. A policy
+// groups the gradient tensors (fusion buffers, buckets, one per variable), says when a group may
+// start and what it costs besides the collective (negotiation, buffer copies). Policies are
+// plug-ins registered by name (docs/simulator.md, "Framework policies"); both engines drive the
+// same launcher, so they group gradients identically.
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/registry.hpp"
+#include "common/units.hpp"
+#include "networks/collective.hpp"
+#include "simulator/kernel.hpp"
+
+namespace dlsim::simulator {
+
+// Gradients exchanged by one collective.
+struct CommGroup {
+  std::vector<int> tensors;  // indices into the backward-order gradient list
+  double bytes = 0;
+  networks::PsOptions ps;  // where a parameter-server exchange puts them
+  Seconds negotiate;       // coordination before the group starts (Horovod)
+  bool copy_in = false;    // copied into a fusion or bucket buffer before the collective...
+  bool copy_out = false;   // ...and out of it after
+};
+
+// Settings a user may give a policy; each policy takes the ones it documents and refuses the
+// others, naming the flag.
+struct FrameworkOptions {
+  std::optional<Bytes> fusion_threshold;  // horovod, keras
+  std::optional<Seconds> cycle_time;      // horovod, keras
+  std::optional<Bytes> bucket_cap;        // pytorch-ddp
+  std::optional<Bytes> first_bucket;      // pytorch-ddp
+  std::optional<std::string> mode;        // tf-ps: parameter_server | distributed_replicated;
+                                          // mxnet-kvstore: device | dist_sync
+  std::optional<int> ps_servers;          // tf-ps, mxnet-kvstore dist_sync
+  std::optional<bool> ps_on_gpu;
+  std::optional<bool> ps_colocated;
+};
+
+// What a policy knows of the job when it plans a step.
+struct JobInfo {
+  int gpus = 1;
+  int nodes = 1;
+  int gpus_per_node = 1;
+  std::vector<double> gradient_bytes;        // backward order
+  std::vector<std::int64_t> gradient_elems;  // backward order
+  // A small allreduce of `bytes` across the job with the fastest protocol (the coordination
+  // messages of Horovod's negotiation).
+  std::function<Seconds(Bytes)> small_allreduce;
+};
+
+// One step's gradient exchange as the framework runs it: told when each tensor is ready on every
+// rank, it answers with the groups that start now. Stateful, one per step.
+class GradientLauncher {
+ public:
+  virtual ~GradientLauncher() = default;
+  // Tensor `t` (backward order) has been produced by every rank at `now`.
+  virtual std::vector<CommGroup> ready(int t, Time now) = 0;
+  // Periodic policies (Horovod's background cycle): the first tick after `now`.
+  virtual std::optional<Time> next_tick(Time /*now*/) const { return std::nullopt; }
+  virtual std::vector<CommGroup> tick(Time /*now*/) { return {}; }
+};
+
+// What the user chose, resolved: the collective algorithm and the parameter-server layout.
+struct ResolvedPolicy {
+  std::string strategy;     // a collective algorithm (networks::collective_algorithms())
+  networks::PsOptions ps;   // servers for the ps strategy
+  FrameworkOptions params;  // the policy's settings, defaults filled in
+  std::string description;  // the settings in words, for the output's "why"
+  std::map<std::string, std::string> settings;  // name -> value with unit, for JSON
+};
+
+class FrameworkPolicy {
+ public:
+  virtual ~FrameworkPolicy() = default;
+  // Checks the options against the job; throws InputError naming the flag.
+  virtual ResolvedPolicy resolve(const FrameworkOptions& options,
+                                 const std::optional<std::string>& strategy,
+                                 const JobInfo& job) const = 0;
+  virtual std::unique_ptr<GradientLauncher> launcher(const ResolvedPolicy& policy,
+                                                     const JobInfo& job) const = 0;
+  // Bytes of fusion or bucket buffers a GPU holds.
+  virtual Bytes buffer_bytes(const ResolvedPolicy& policy, const JobInfo& job) const = 0;
+};
+
+using FrameworkRegistry = Registry<FrameworkPolicy>;
+const FrameworkRegistry& framework_policies();
+
+// Registration, one function per policy source file.
+void register_horovod(FrameworkRegistry& r);
+void register_pytorch_ddp(FrameworkRegistry& r);
+void register_tensorflow(FrameworkRegistry& r);
+void register_mxnet(FrameworkRegistry& r);
+
+// Shared by policies: one group per tensor, started as soon as that tensor is ready
+// (frameworks that exchange each variable on its own).
+class PerTensorLauncher : public GradientLauncher {
+ public:
+  explicit PerTensorLauncher(std::vector<CommGroup> groups) : groups_(std::move(groups)) {}
+  std::vector<CommGroup> ready(int t, Time) override {
+    return {groups_[static_cast<std::size_t>(t)]};
+  }
+
+ private:
+  std::vector<CommGroup> groups_;
+};
+
+// Shared by policies: rejects an option the policy does not take.
+void refuse(bool given, const std::string& flag, const std::string& framework);
+
+}  // namespace dlsim::simulator

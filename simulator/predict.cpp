@@ -1,0 +1,504 @@
+#include "simulator/predict.hpp"
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "common/version.hpp"
+#include "hardware/loader.hpp"
+#include "hardware/render.hpp"
+#include "model/analysis.hpp"
+#include "model/loader.hpp"
+#include "networks/placement.hpp"
+#include "simulator/engine.hpp"
+#include "simulator/flow_network.hpp"
+
+namespace dlsim::simulator {
+namespace {
+
+// Collects per step what the efficiency breakdown needs (docs/simulator.md, "Where the
+// efficiency goes"): step bounds, the last backward end, the channel's activities.
+class Breakdown : public StepObserver {
+ public:
+  struct Step {
+    Time begin = 0, end = 0;
+    Time backward_end = 0;
+    std::vector<Span> channel;
+  };
+  void on_span(const Span& s) override {
+    auto& st = step(s.iteration);
+    switch (s.kind) {
+      case SpanKind::kIteration:
+        st.begin = s.begin;
+        st.end = s.end;
+        break;
+      case SpanKind::kBackward:
+        st.backward_end = std::max(st.backward_end, s.end);
+        break;
+      case SpanKind::kNegotiate:
+      case SpanKind::kCopyIn:
+      case SpanKind::kCollective:
+      case SpanKind::kCopyOut:
+        st.channel.push_back(s);
+        break;
+      default:
+        break;
+    }
+  }
+  const std::vector<Step>& steps() const { return steps_; }
+
+ private:
+  Step& step(int i) {
+    if (static_cast<std::size_t>(i) >= steps_.size())
+      steps_.resize(static_cast<std::size_t>(i) + 1);
+    return steps_[static_cast<std::size_t>(i)];
+  }
+  std::vector<Step> steps_;
+};
+
+struct Means {
+  double step = 0, backward_end = 0, communication = 0, exposed = 0;
+  EfficiencyLoss loss;  // without stragglers and other
+  int groups = 0;
+};
+
+Means summarize(const Breakdown& b) {
+  Means m;
+  const auto& steps = b.steps();
+  for (const auto& st : steps) {
+    m.step += to_seconds(st.end - st.begin);
+    m.backward_end += to_seconds(st.backward_end - st.begin);
+    Time comm_end = st.backward_end;
+    for (const auto& c : st.channel) {
+      m.communication += to_seconds(c.end - c.begin);
+      comm_end = std::max(comm_end, c.end);
+      if (c.kind == SpanKind::kCollective) ++m.groups;
+    }
+    // The exposed window: after the last GPU's backward until the last group is done. Each
+    // activity inside it is charged to its cause; idle gaps are the policy waiting.
+    const Time w0 = st.backward_end;
+    const Time w1 = comm_end;
+    m.exposed += to_seconds(w1 - w0);
+    Time covered = 0;
+    for (const auto& c : st.channel) {
+      const Time ov = std::max<Time>(0, std::min(c.end, w1) - std::max(c.begin, w0));
+      if (ov == 0) continue;
+      covered += ov;
+      const double s = to_seconds(ov);
+      if (c.kind != SpanKind::kCollective) {
+        m.loss.fusion_or_bucket_waiting += s;
+        continue;
+      }
+      const double d = to_seconds(c.end - c.begin);
+      const double lat = d > 0 ? std::min(1.0, to_seconds(c.latency) / d) : 1.0;
+      m.loss.latency_and_small_messages += s * lat;
+      (c.parameter_server ? m.loss.parameter_server_bottleneck : m.loss.exposed_bandwidth) +=
+          s * (1 - lat);
+    }
+    m.loss.fusion_or_bucket_waiting += to_seconds(std::max<Time>(0, (w1 - w0) - covered));
+  }
+  const double n = std::max<double>(1, static_cast<double>(steps.size()));
+  m.step /= n;
+  m.backward_end /= n;
+  m.communication /= n;
+  m.exposed /= n;
+  m.groups = static_cast<int>(std::lround(m.groups / n));
+  for (double* v : {&m.loss.exposed_bandwidth, &m.loss.latency_and_small_messages,
+                    &m.loss.fusion_or_bucket_waiting, &m.loss.parameter_server_bottleneck}) {
+    *v /= n;
+  }
+  return m;
+}
+
+std::int64_t parse_batch(const std::string& text) {
+  try {
+    std::size_t used = 0;
+    const long long b = std::stoll(text, &used);
+    if (used == text.size() && b > 0) return b;
+  } catch (const std::exception&) {
+  }
+  fail_at({}, "--batch", fmt::format("must be a positive integer or 'max', got '{}'", text));
+}
+
+struct Resolved {
+  model::LayerGraph graph;
+  hardware::ClusterSpec cluster;
+  ComputeOptions compute;
+};
+
+// Memory at batch b (one analysis of the graph).
+MemoryUse memory_at(const model::LayerGraph& g, std::int64_t b, const ComputeOptions& c,
+                    Bytes buffers) {
+  const auto stats = model::analyze(g, b, activation_precision(c.precision));
+  return memory_use(stats, c, buffers);
+}
+
+}  // namespace
+
+Prediction predict(const PredictOptions& o, StepObserver* trace) {
+  if (o.gpus < 1) fail_at({}, "--gpus", fmt::format("must be at least 1, got {}", o.gpus));
+  if (o.iterations < 1) {
+    fail_at({}, "--iterations", fmt::format("must be at least 1, got {}", o.iterations));
+  }
+  if (o.engine != "des" && o.engine != "analytic") {
+    fail_at({}, "--engine", fmt::format("unknown engine '{}' (des, analytic)", o.engine));
+  }
+  ComputeOptions copt;
+  if (auto p = parse_training_precision(o.precision)) {
+    copt.precision = *p;
+  } else {
+    fail_at({}, "--precision",
+            fmt::format("unknown precision '{}' (fp32, fp16, amp)", o.precision));
+  }
+  if (auto p = parse_optimizer(o.optimizer)) {
+    copt.optimizer = *p;
+  } else {
+    fail_at({}, "--optimizer",
+            fmt::format("unknown optimizer '{}' (sgd, momentum, adam)", o.optimizer));
+  }
+  copt.anchor_throughput = o.anchor_throughput;
+  const auto& policy_entry = framework_policies().at(o.framework, {});
+  if (o.strategy) networks::collective_algorithms().at(*o.strategy, {});
+
+  const auto graph = model::load_model(o.model);
+  const auto cluster = hardware::load_cluster(o.cluster);
+  networks::PlacementRequest pr;
+  pr.gpus = o.gpus;
+  pr.gpus_per_node = o.gpus_per_node;
+  pr.nodelist = o.nodelist;
+  const auto placement = networks::place(cluster, pr);
+
+  StepSetup setup;
+  setup.cluster = &cluster;
+  const auto& node0 = networks::node_spec(cluster, placement.nodes.front());
+  setup.gpu = &node0.gpu;
+  setup.iterations = o.iterations;
+  setup.seed = o.seed;
+  const auto policy = policy_entry.make();
+  setup.policy = policy.get();
+
+  // Gradients do not depend on the batch: size the job's tensors from a batch-1 analysis.
+  const auto unit = model::analyze(graph, 1, activation_precision(copt.precision));
+  JobInfo& job = setup.job;
+  job.gpus = o.gpus;
+  job.nodes = static_cast<int>(placement.nodes.size());
+  job.gpus_per_node = o.gpus_per_node.value_or(node0.gpus);
+  for (const auto& g : unit.gradients) {
+    job.gradient_elems.push_back(g.elements);
+    job.gradient_bytes.push_back(static_cast<double>(g.elements) *
+                                 gradient_element(copt.precision).value());
+  }
+  setup.resolved = policy->resolve(o.framework_options, o.strategy, job);
+  networks::collective_algorithms().at(setup.resolved.strategy, {});
+  const Bytes buffers = policy->buffer_bytes(setup.resolved, job);
+
+  // The batch: given, the default, or the largest that fits (memory is linear in the batch:
+  // activations and workspace grow with it, everything else is fixed).
+  const Bytes capacity = node0.gpu.memory_capacity;
+  std::int64_t batch = kDefaultBatch;
+  if (o.batch == "max") {
+    const auto m1 = memory_at(graph, 1, copt, buffers);
+    const auto m2 = memory_at(graph, 2, copt, buffers);
+    const double per_sample = (m2.total() - m1.total()).value();
+    if (m1.total() > capacity) {
+      fail_at({}, "--batch",
+              fmt::format("even batch 1 needs {} per GPU, more than the {} of a {}",
+                          format_bytes(m1.total()), format_bytes(capacity), node0.gpu.about.name));
+    }
+    batch = 1 + static_cast<std::int64_t>(std::floor((capacity - m1.total()).value() / per_sample));
+    // Settle rounding: the largest batch whose analysed footprint fits.
+    while (batch > 1 && memory_at(graph, batch, copt, buffers).total() > capacity) --batch;
+    while (memory_at(graph, batch + 1, copt, buffers).total() <= capacity) ++batch;
+  } else if (!o.batch.empty()) {
+    batch = parse_batch(o.batch);
+  }
+  const auto stats = model::analyze(graph, batch, activation_precision(copt.precision));
+  const auto memory = memory_use(stats, copt, buffers);
+  if (memory.total() > capacity) {
+    fail_at({}, "--batch",
+            fmt::format("batch {} needs {} per GPU (activations {}), more than the {} of a {}; "
+                        "use a smaller --batch or --batch max",
+                        batch, format_bytes(memory.total()), format_bytes(memory.activations),
+                        format_bytes(capacity), node0.gpu.about.name));
+  }
+  setup.compute = compute_profile(stats, node0.gpu, copt);
+
+  // The job's topology, with dedicated parameter-server nodes when the policy asks for them.
+  const bool dedicated = setup.resolved.strategy == "ps" && !setup.resolved.ps.colocated;
+  const auto job_nodes =
+      networks::with_server_nodes(cluster, placement, dedicated ? setup.resolved.ps.servers : 0);
+  setup.topo = std::make_unique<networks::Topology>(cluster, job_nodes.nodes);
+  setup.comm = networks::make_communicator(*setup.topo, placement, job_nodes.server_slots);
+  // Negotiation messages repeat every cycle with the same size: cost each size once.
+  job.small_allreduce = [&setup, cache = std::make_shared<std::map<double, Seconds>>()](Bytes b) {
+    auto [it, added] = cache->try_emplace(b.value());
+    if (added) it->second = small_allreduce_time(setup.comm, b);
+    return it->second;
+  };
+
+  Observers observers;
+  Breakdown breakdown;
+  observers.add(&breakdown);
+  if (trace) {
+    std::vector<RankInfo> ranks;
+    for (const auto& r : placement.ranks) {
+      ranks.push_back(
+          {r.node, networks::hostname(cluster, placement.nodes[static_cast<std::size_t>(r.node)]),
+           r.gpu});
+    }
+    trace->on_layout(ranks);
+    observers.add(trace);
+  }
+  EngineRun run;
+  if (o.engine == "des") {
+    run = run_des(setup, observers);
+  } else {
+    run = run_analytic(setup, observers);
+  }
+  const Means m = summarize(breakdown);
+
+  // The single-GPU step at the same per-GPU batch: the same engine on one GPU.
+  double single = m.step;
+  double single_backward_end = m.backward_end;
+  if (o.gpus > 1) {
+    StepSetup one;
+    one.cluster = setup.cluster;
+    one.gpu = setup.gpu;
+    one.compute = setup.compute;
+    networks::PlacementRequest p1;
+    p1.gpus = 1;
+    p1.nodelist = networks::hostname(cluster, placement.nodes.front());
+    const auto pl1 = networks::place(cluster, p1);
+    one.topo = std::make_unique<networks::Topology>(cluster, pl1.nodes);
+    one.comm = networks::make_communicator(*one.topo, pl1);
+    one.policy = setup.policy;
+    one.resolved = setup.resolved;
+    one.job = setup.job;
+    one.job.gpus = 1;
+    one.job.nodes = 1;
+    one.iterations = setup.iterations;
+    one.seed = setup.seed;
+    Observers obs1;
+    Breakdown b1;
+    obs1.add(&b1);
+    if (o.engine == "des") {
+      run_des(one, obs1);
+    } else {
+      run_analytic(one, obs1);
+    }
+    const Means m1 = summarize(b1);
+    single = m1.step;
+    single_backward_end = m1.backward_end;
+  }
+
+  Prediction p;
+  p.model = graph.name();
+  p.cluster = cluster.about.name;
+  p.framework = o.framework;
+  p.strategy = setup.resolved.strategy;
+  p.engine = o.engine;
+  p.precision = to_string(copt.precision);
+  p.optimizer = to_string(copt.optimizer);
+  p.gpus = o.gpus;
+  p.nodes = static_cast<int>(placement.nodes.size());
+  p.iterations = o.iterations;
+  p.seed = o.seed;
+  p.batch_per_gpu = batch;
+  p.step_time_s = m.step;
+  p.single_gpu_step_s = single;
+  p.throughput = static_cast<double>(batch) * o.gpus / m.step;
+  p.scaling_efficiency = single / m.step;
+  p.forward_s = setup.compute.forward.value();
+  p.backward_s = setup.compute.backward.value();
+  p.update_s = setup.compute.update.value();
+  p.communication_s = m.communication;
+  p.exposed_communication_s = m.exposed;
+  p.loss = m.loss;
+  p.loss.stragglers = m.backward_end - single_backward_end;
+  const double parts = p.loss.exposed_bandwidth + p.loss.latency_and_small_messages +
+                       p.loss.fusion_or_bucket_waiting + p.loss.parameter_server_bottleneck +
+                       p.loss.stragglers;
+  p.loss.other = (m.step - single) - parts;
+  p.memory = memory;
+  p.memory_capacity_bytes = capacity.value();
+  p.fits_in_memory = memory.total() <= capacity;
+  p.groups = m.groups;
+  for (double b : job.gradient_bytes) p.gradient_bytes += b;
+  p.anchor_scale = setup.compute.scale;
+  p.policy_description = setup.resolved.description;
+  p.policy_settings = setup.resolved.settings;
+  p.events = run.events;
+  if (o.gpus > 1 && !job.gradient_bytes.empty()) {
+    // What bounds the largest exchange: its collective executed alone, phase by phase.
+    networks::CollectiveRequest req;
+    req.size = Bytes(*std::max_element(job.gradient_bytes.begin(), job.gradient_bytes.end()));
+    if (setup.resolved.params.fusion_threshold) {
+      req.size = std::min(*setup.resolved.params.fusion_threshold, Bytes(p.gradient_bytes));
+    } else if (setup.resolved.params.bucket_cap) {
+      req.size = std::min(*setup.resolved.params.bucket_cap, Bytes(p.gradient_bytes));
+    }
+    req.ps = setup.resolved.ps;
+    const auto r = networks::run_collective(req, setup.comm, setup.resolved.strategy);
+    const auto slowest =
+        std::max_element(r.execution.phases.begin(), r.execution.phases.end(),
+                         [](const auto& a, const auto& b) { return a.time < b.time; });
+    p.largest_collective_bytes = req.size.value();
+    p.largest_collective_s = r.time.value();
+    if (slowest != r.execution.phases.end()) {
+      p.bottleneck = fmt::format("{} ({} steps), bound by {}", slowest->label, slowest->steps,
+                                 slowest->bottleneck.empty() ? "latency" : slowest->bottleneck);
+    }
+  }
+  p.hardware = hardware::to_json(hardware::AnySpec(cluster));
+
+  // Why, in words.
+  auto ms = [](double s) { return fmt::format("{:.2f} ms", s * 1e3); };
+  p.why.push_back(fmt::format(
+      "compute per GPU: forward {} + backward {} + update {} at batch {} in {} on {}{}",
+      ms(p.forward_s), ms(p.backward_s), ms(p.update_s), batch, p.precision, node0.gpu.about.name,
+      p.anchor_scale != 1 ? fmt::format(" (scaled x{:.3f} to the anchor)", p.anchor_scale) : ""));
+  if (o.gpus > 1) {
+    p.why.push_back(fmt::format("gradients: {} in {} tensors, {} collectives per step; {}",
+                                format_bytes(Bytes(p.gradient_bytes)), job.gradient_bytes.size(),
+                                p.groups, p.policy_description));
+    p.why.push_back(
+        fmt::format("communication: {} per step, {} of it exposed after the last backward",
+                    ms(p.communication_s), ms(p.exposed_communication_s)));
+    if (!p.bottleneck.empty()) {
+      p.why.push_back(fmt::format("largest collective: {} {} in {}; its longest phase is {}",
+                                  format_bytes(Bytes(p.largest_collective_bytes)), p.strategy,
+                                  ms(p.largest_collective_s), p.bottleneck));
+    }
+    p.why.push_back(
+        fmt::format("stragglers: the slowest of {} GPUs ends backward {} after one GPU alone would "
+                    "(step_jitter {:g})",
+                    o.gpus, ms(p.loss.stragglers), node0.gpu.step_jitter));
+  } else {
+    p.why.push_back("one GPU: no gradient exchange");
+  }
+  p.inputs = {
+      {"model", o.model},
+      {"gpus", o.gpus},
+      {"gpus_per_node", o.gpus_per_node ? nlohmann::json(*o.gpus_per_node) : nlohmann::json()},
+      {"nodelist", o.nodelist},
+      {"batch", o.batch.empty() ? std::to_string(kDefaultBatch) : o.batch},
+      {"cluster", o.cluster},
+      {"framework", o.framework},
+      {"strategy", o.strategy ? nlohmann::json(*o.strategy) : nlohmann::json()},
+      {"precision", o.precision},
+      {"optimizer", o.optimizer},
+      {"iterations", o.iterations},
+      {"seed", o.seed},
+      {"engine", o.engine},
+      {"anchor_throughput_samples_per_s",
+       o.anchor_throughput ? nlohmann::json(*o.anchor_throughput) : nlohmann::json()}};
+  return p;
+}
+
+nlohmann::json to_json(const Prediction& p) {
+  nlohmann::json j;
+  j["model"] = p.model;
+  j["gpus"] = p.gpus;
+  j["nodes"] = p.nodes;
+  j["batch_per_gpu"] = p.batch_per_gpu;
+  j["global_batch"] = p.batch_per_gpu * p.gpus;
+  j["cluster"] = p.cluster;
+  j["framework"] = p.framework;
+  j["strategy"] = p.strategy;
+  j["engine"] = p.engine;
+  j["precision"] = p.precision;
+  j["optimizer"] = p.optimizer;
+  j["step_time_s"] = p.step_time_s;
+  j["single_gpu_step_time_s"] = p.single_gpu_step_s;
+  j["throughput_samples_per_s"] = p.throughput;
+  j["scaling_efficiency"] = p.scaling_efficiency;
+  j["compute_s"] = {{"forward", p.forward_s}, {"backward", p.backward_s}, {"update", p.update_s}};
+  j["communication_s"] = p.communication_s;
+  j["exposed_communication_s"] = p.exposed_communication_s;
+  j["collectives_per_step"] = p.groups;
+  j["gradient_bytes"] = p.gradient_bytes;
+  j["memory_per_gpu_bytes"] = p.memory.total().value();
+  j["memory_breakdown_bytes"] = {{"weights", p.memory.weights.value()},
+                                 {"gradients", p.memory.gradients.value()},
+                                 {"optimizer_state", p.memory.optimizer_state.value()},
+                                 {"activations", p.memory.activations.value()},
+                                 {"buffers", p.memory.buffers.value()},
+                                 {"workspace", p.memory.workspace.value()},
+                                 {"runtime", p.memory.runtime.value()}};
+  j["memory_capacity_bytes"] = p.memory_capacity_bytes;
+  j["fits_in_memory"] = p.fits_in_memory;
+  // Fractions of the step: they add up to 1 - scaling_efficiency.
+  const double t = p.step_time_s;
+  j["efficiency_loss"] = {{"exposed_bandwidth", p.loss.exposed_bandwidth / t},
+                          {"latency_and_small_messages", p.loss.latency_and_small_messages / t},
+                          {"fusion_or_bucket_waiting", p.loss.fusion_or_bucket_waiting / t},
+                          {"parameter_server_bottleneck", p.loss.parameter_server_bottleneck / t},
+                          {"stragglers", p.loss.stragglers / t},
+                          {"other", p.loss.other / t}};
+  j["policy"] = {{"description", p.policy_description}, {"settings", p.policy_settings}};
+  if (!p.bottleneck.empty()) {
+    j["largest_collective"] = {{"bytes", p.largest_collective_bytes},
+                               {"time_s", p.largest_collective_s},
+                               {"bottleneck", p.bottleneck}};
+  }
+  j["why"] = p.why;
+  j["context"] = {{"dlsim_version", kVersion},
+                  {"engine_events", p.events},
+                  {"anchor_scale", p.anchor_scale},
+                  {"hardware", p.hardware},
+                  {"inputs", p.inputs}};
+  return j;
+}
+
+std::string to_table(const Prediction& p) {
+  std::ostringstream o;
+  auto ms = [](double s) { return fmt::format("{:.3f} ms", s * 1e3); };
+  auto pct = [](double f) { return fmt::format("{:.1f} %", f * 100); };
+  o << fmt::format("{} on {} GPUs ({} nodes of {}), {} / {}, batch {} per GPU, {}, {} engine\n",
+                   p.model, p.gpus, p.nodes, p.cluster, p.framework, p.strategy, p.batch_per_gpu,
+                   p.precision, p.engine);
+  o << fmt::format("  {:<34} {}\n", "step time", ms(p.step_time_s));
+  o << fmt::format("  {:<34} {:.1f} samples/s\n", "throughput", p.throughput);
+  o << fmt::format("  {:<34} {} (1 GPU: {} per step)\n", "scaling efficiency",
+                   pct(p.scaling_efficiency), ms(p.single_gpu_step_s));
+  o << fmt::format("  {:<34} forward {}, backward {}, update {}\n", "compute per GPU",
+                   ms(p.forward_s), ms(p.backward_s), ms(p.update_s));
+  o << fmt::format("  {:<34} {} ({} exposed)\n", "communication", ms(p.communication_s),
+                   ms(p.exposed_communication_s));
+  o << fmt::format("  {:<34} {} of {} ({})\n", "memory per GPU", format_bytes(p.memory.total()),
+                   format_bytes(Bytes(p.memory_capacity_bytes)),
+                   p.fits_in_memory ? "fits" : "does not fit");
+  const double t = p.step_time_s;
+  o << "  where the efficiency goes (fractions of the step):\n";
+  for (const auto& [name, v] : std::vector<std::pair<std::string, double>>{
+           {"exposed bandwidth", p.loss.exposed_bandwidth},
+           {"latency and small messages", p.loss.latency_and_small_messages},
+           {"fusion or bucket waiting", p.loss.fusion_or_bucket_waiting},
+           {"parameter-server bottleneck", p.loss.parameter_server_bottleneck},
+           {"stragglers", p.loss.stragglers},
+           {"other", p.loss.other}}) {
+    o << fmt::format("    {:<32} {}\n", name, pct(v / t));
+  }
+  o << "  why:\n";
+  for (const auto& w : p.why) o << "    - " << w << "\n";
+  return o.str();
+}
+
+std::string csv_header() {
+  return "model,gpus,nodes,batch_per_gpu,framework,strategy,engine,step_time_s,"
+         "throughput_samples_per_s,scaling_efficiency,communication_s,exposed_communication_s,"
+         "memory_per_gpu_bytes,fits_in_memory\n";
+}
+
+std::string to_csv_row(const Prediction& p) {
+  return fmt::format("{},{},{},{},{},{},{},{:.9g},{:.9g},{:.6f},{:.9g},{:.9g},{:.0f},{}\n", p.model,
+                     p.gpus, p.nodes, p.batch_per_gpu, p.framework, p.strategy, p.engine,
+                     p.step_time_s, p.throughput, p.scaling_efficiency, p.communication_s,
+                     p.exposed_communication_s, p.memory.total().value(),
+                     p.fits_in_memory ? "true" : "false");
+}
+
+}  // namespace dlsim::simulator

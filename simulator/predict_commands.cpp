@@ -1,0 +1,332 @@
+#include "simulator/predict_commands.hpp"
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "common/output.hpp"
+#include "simulator/plot.hpp"
+#include "simulator/predict.hpp"
+#include "simulator/trace.hpp"
+
+namespace dlsim::cli {
+namespace {
+
+using simulator::Prediction;
+using simulator::PredictOptions;
+
+// The flags predict, scale and compare share, as given (empty: not given).
+struct CommonFlags {
+  PredictOptions base;
+  std::string gpus_per_node, fusion_threshold, cycle_time, bucket_cap, first_bucket, mode,
+      ps_servers, ps_placement, ps_device, anchor, format = "table", output;
+};
+
+int parse_int(const std::string& text, const std::string& flag) {
+  try {
+    std::size_t used = 0;
+    const int v = std::stoi(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  fail_at({}, flag, fmt::format("expected an integer, got '{}'", text));
+}
+
+template <class Parse>
+auto parse_flag(const std::string& text, const std::string& flag, Parse parse) {
+  try {
+    return parse(text);
+  } catch (const std::invalid_argument& e) {
+    fail_at({}, flag, e.what());
+  }
+}
+
+PredictOptions resolve(const CommonFlags& f) {
+  PredictOptions o = f.base;
+  if (!f.gpus_per_node.empty()) o.gpus_per_node = parse_int(f.gpus_per_node, "--gpus-per-node");
+  auto& fw = o.framework_options;
+  if (!f.fusion_threshold.empty()) {
+    fw.fusion_threshold = parse_flag(f.fusion_threshold, "--fusion-threshold", parse_bytes);
+  }
+  if (!f.cycle_time.empty())
+    fw.cycle_time = parse_flag(f.cycle_time, "--cycle-time", parse_seconds);
+  if (!f.bucket_cap.empty()) fw.bucket_cap = parse_flag(f.bucket_cap, "--bucket-cap", parse_bytes);
+  if (!f.first_bucket.empty()) {
+    fw.first_bucket = parse_flag(f.first_bucket, "--first-bucket", parse_bytes);
+  }
+  if (!f.mode.empty()) fw.mode = f.mode;
+  if (!f.ps_servers.empty()) {
+    fw.ps_servers = parse_int(f.ps_servers, "--ps-servers");
+    if (*fw.ps_servers < 1) fail_at({}, "--ps-servers", "must be at least 1");
+  }
+  if (!f.ps_placement.empty()) {
+    if (f.ps_placement != "colocated" && f.ps_placement != "dedicated") {
+      fail_at({}, "--ps-placement",
+              fmt::format("unknown placement '{}' (colocated, dedicated)", f.ps_placement));
+    }
+    fw.ps_colocated = f.ps_placement == "colocated";
+  }
+  if (!f.ps_device.empty()) {
+    if (f.ps_device != "cpu" && f.ps_device != "gpu") {
+      fail_at({}, "--ps-device", fmt::format("unknown device '{}' (cpu, gpu)", f.ps_device));
+    }
+    fw.ps_on_gpu = f.ps_device == "gpu";
+  }
+  if (!f.anchor.empty()) {
+    o.anchor_throughput = parse_flag(f.anchor, "--anchor-throughput", [](const std::string& s) {
+      std::size_t used = 0;
+      const double v = std::stod(s, &used);
+      if (used != s.size()) throw std::invalid_argument("expected samples/s, got '" + s + "'");
+      return v;
+    });
+  }
+  return o;
+}
+
+void check_format(const std::string& format) {
+  if (format != "table" && format != "json" && format != "csv") {
+    fail_at({}, "--format", fmt::format("unknown format '{}' (table, json, csv)", format));
+  }
+}
+
+void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strategy) {
+  c->add_option("--model", f.base.model, "Zoo model, YAML or ONNX file")->required();
+  if (single_gpus) c->add_option("--gpus", f.base.gpus, "GPUs (one rank each)")->required();
+  c->add_option("--gpus-per-node", f.gpus_per_node, "GPUs used per node (default: all)");
+  c->add_option("--nodelist", f.base.nodelist, "Slurm host list of the nodes to use");
+  c->add_option("--batch", f.base.batch, "Per-GPU batch, or 'max' (default 32)");
+  c->add_option("--cluster", f.base.cluster, "Cluster preset or YAML file")->capture_default_str();
+  c->add_option("--framework", f.base.framework,
+                "horovod, keras, pytorch-ddp, tf-ps, tf-replicated, mxnet-kvstore")
+      ->capture_default_str();
+  if (single_strategy) {
+    c->add_option("--strategy", f.base.strategy, "ring, tree, hd, hierarchical or ps");
+  }
+  c->add_option("--fusion-threshold", f.fusion_threshold, "Horovod fusion buffer (e.g. 64MiB)");
+  c->add_option("--cycle-time", f.cycle_time, "Horovod cycle time (e.g. 5ms)");
+  c->add_option("--bucket-cap", f.bucket_cap, "DDP bucket size (e.g. 25MiB)");
+  c->add_option("--first-bucket", f.first_bucket, "DDP first bucket size (e.g. 1MiB)");
+  c->add_option("--mode", f.mode,
+                "tf-ps: parameter_server | distributed_replicated; mxnet-kvstore: device | "
+                "dist_sync");
+  c->add_option("--ps-servers", f.ps_servers, "Parameter servers");
+  c->add_option("--ps-placement", f.ps_placement, "colocated (on worker nodes) or dedicated");
+  c->add_option("--ps-device", f.ps_device, "Servers sum on the cpu or a gpu");
+  c->add_option("--precision", f.base.precision, "fp32, fp16 or amp")->capture_default_str();
+  c->add_option("--optimizer", f.base.optimizer, "sgd, momentum or adam")->capture_default_str();
+  c->add_option("--iterations", f.base.iterations, "Steps simulated (DES)")->capture_default_str();
+  c->add_option("--seed", f.base.seed, "Seed of the straggler draws")->capture_default_str();
+  c->add_option("--engine", f.base.engine, "des or analytic")->capture_default_str();
+  c->add_option("--anchor-throughput", f.anchor,
+                "Measured single-GPU samples/s at this batch: compute is scaled to match");
+  c->add_option("--format", f.format, "table, json or csv")->capture_default_str();
+  c->add_option("-o,--output", f.output, "Write to this file");
+}
+
+void run_predict(const CommonFlags& f, const std::string& trace_path) {
+  check_format(f.format);
+  const auto o = resolve(f);
+  simulator::TraceWriter trace;
+  const Prediction p = simulator::predict(o, trace_path.empty() ? nullptr : &trace);
+  std::string out;
+  if (f.format == "json") {
+    out = simulator::to_json(p).dump(2) + "\n";
+  } else if (f.format == "csv") {
+    out = simulator::csv_header() + simulator::to_csv_row(p);
+  } else {
+    out = simulator::to_table(p);
+  }
+  // Both files are complete before either appears.
+  if (!trace_path.empty()) write_output(trace_path, trace.str());
+  write_output(f.output, out);
+}
+
+std::vector<int> parse_gpu_list(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const int g = parse_int(item, "--gpus");
+    if (g < 1) fail_at({}, "--gpus", fmt::format("must be at least 1, got {}", g));
+    out.push_back(g);
+  }
+  if (out.empty()) fail_at({}, "--gpus", "expected a list such as 1,2,4,8");
+  return out;
+}
+
+void run_scale(const CommonFlags& f, const std::string& gpus, const std::string& plot_path) {
+  check_format(f.format);
+  const auto counts = parse_gpu_list(gpus);
+  std::vector<Prediction> rows;
+  for (int g : counts) {
+    auto o = resolve(f);
+    o.gpus = g;
+    rows.push_back(simulator::predict(o));
+  }
+  // Ideal: N x the single-GPU throughput at the same per-GPU batch.
+  auto ideal = [](const Prediction& p) {
+    return static_cast<double>(p.batch_per_gpu) * p.gpus / p.single_gpu_step_s;
+  };
+  std::string out;
+  if (f.format == "json") {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& p : rows) j.push_back(simulator::to_json(p));
+    out = j.dump(2) + "\n";
+  } else if (f.format == "csv") {
+    out = simulator::csv_header();
+    for (const auto& p : rows) out += simulator::to_csv_row(p);
+  } else {
+    const auto& p0 = rows.front();
+    out = fmt::format("{} on {}, {} / {}, batch {} per GPU, {}, {} engine\n", p0.model, p0.cluster,
+                      p0.framework, p0.strategy, p0.batch_per_gpu, p0.precision, p0.engine);
+    out += fmt::format("{:>6} {:>6} {:>14} {:>18} {:>18} {:>11} {:>14}\n", "gpus", "nodes",
+                       "step (ms)", "samples/s", "ideal samples/s", "efficiency", "exposed (ms)");
+    for (const auto& p : rows) {
+      out += fmt::format("{:>6} {:>6} {:>14.3f} {:>18.1f} {:>18.1f} {:>10.1f}% {:>14.3f}\n", p.gpus,
+                         p.nodes, p.step_time_s * 1e3, p.throughput, ideal(p),
+                         p.scaling_efficiency * 100, p.exposed_communication_s * 1e3);
+    }
+  }
+  std::string svg;
+  if (!plot_path.empty()) {
+    simulator::PlotSpec spec;
+    const auto& p0 = rows.front();
+    spec.title = fmt::format("{} on {} ({} / {}, batch {} per GPU)", p0.model, p0.cluster,
+                             p0.framework, p0.strategy, p0.batch_per_gpu);
+    spec.x_label = "GPUs";
+    spec.y_label = "throughput (samples/s)";
+    spec.log2_x = std::all_of(rows.begin(), rows.end(),
+                              [](const Prediction& p) { return (p.gpus & (p.gpus - 1)) == 0; });
+    simulator::PlotSeries predicted, perfect;
+    predicted.label = "predicted";
+    perfect.label = "ideal (N x 1 GPU)";
+    perfect.dashed = true;
+    perfect.markers = false;
+    for (const auto& p : rows) {
+      predicted.x.push_back(p.gpus);
+      predicted.y.push_back(p.throughput);
+      predicted.point_labels.push_back(fmt::format("{:.0f}%", p.scaling_efficiency * 100));
+      perfect.x.push_back(p.gpus);
+      perfect.y.push_back(ideal(p));
+    }
+    spec.series = {perfect, predicted};
+    svg = simulator::render_svg(spec);
+  }
+  if (!plot_path.empty()) write_output(plot_path, svg);
+  write_output(f.output, out);
+}
+
+void run_compare(const CommonFlags& f, const std::string& strategies) {
+  check_format(f.format);
+  std::vector<std::string> names;
+  std::stringstream ss(strategies);
+  std::string item;
+  while (std::getline(ss, item, ',')) names.push_back(item);
+  if (names.empty()) fail_at({}, "--strategy", "expected a list such as ring,ps,hierarchical");
+  std::vector<Prediction> rows;
+  for (const auto& s : names) {
+    auto o = resolve(f);
+    o.strategy = s;
+    rows.push_back(simulator::predict(o));
+  }
+  const auto best =
+      static_cast<std::size_t>(std::max_element(rows.begin(), rows.end(),
+                                                [](const Prediction& a, const Prediction& b) {
+                                                  return a.throughput < b.throughput;
+                                                }) -
+                               rows.begin());
+  // Why the winner wins: the runner-up's largest loss that the winner does not have.
+  std::string why;
+  if (rows.size() > 1) {
+    std::size_t second = best == 0 ? 1 : 0;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (i != best && rows[i].throughput > rows[second].throughput) second = i;
+    }
+    const auto& w = rows[best];
+    const auto& r = rows[second];
+    const std::vector<std::pair<std::string, double>> diff = {
+        {"exposed bandwidth time", r.loss.exposed_bandwidth - w.loss.exposed_bandwidth},
+        {"latency and small messages",
+         r.loss.latency_and_small_messages - w.loss.latency_and_small_messages},
+        {"fusion or bucket waiting",
+         r.loss.fusion_or_bucket_waiting - w.loss.fusion_or_bucket_waiting},
+        {"the parameter-server bottleneck",
+         r.loss.parameter_server_bottleneck - w.loss.parameter_server_bottleneck},
+        {"stragglers", r.loss.stragglers - w.loss.stragglers}};
+    const auto top = *std::max_element(
+        diff.begin(), diff.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    why = fmt::format(
+        "{} wins: {:.1f} samples/s, {:.1f}% more than {}; the step is {:.3f} ms shorter, most of "
+        "it {} ({:.3f} ms per step)",
+        w.strategy, w.throughput, (w.throughput / r.throughput - 1) * 100, r.strategy,
+        (r.step_time_s - w.step_time_s) * 1e3, top.first, top.second * 1e3);
+  } else {
+    why = rows[best].strategy + " is the only strategy given";
+  }
+  std::string out;
+  if (f.format == "json") {
+    nlohmann::json j;
+    j["winner"] = rows[best].strategy;
+    j["why"] = why;
+    j["predictions"] = nlohmann::json::array();
+    for (const auto& p : rows) j["predictions"].push_back(simulator::to_json(p));
+    out = j.dump(2) + "\n";
+  } else if (f.format == "csv") {
+    out = simulator::csv_header();
+    for (const auto& p : rows) out += simulator::to_csv_row(p);
+  } else {
+    const auto& p0 = rows.front();
+    out = fmt::format("{} on {} GPUs of {}, {}, batch {} per GPU\n", p0.model, p0.gpus, p0.cluster,
+                      p0.framework, p0.batch_per_gpu);
+    out += fmt::format("{:<28}", "");
+    for (const auto& p : rows) out += fmt::format("{:>16}", p.strategy);
+    out += "\n";
+    auto line = [&](const std::string& label, auto value) {
+      out += fmt::format("{:<28}", label);
+      for (const auto& p : rows) out += fmt::format("{:>16}", value(p));
+      out += "\n";
+    };
+    line("step (ms)",
+         [](const Prediction& p) { return fmt::format("{:.3f}", p.step_time_s * 1e3); });
+    line("samples/s", [](const Prediction& p) { return fmt::format("{:.1f}", p.throughput); });
+    line("efficiency",
+         [](const Prediction& p) { return fmt::format("{:.1f}%", p.scaling_efficiency * 100); });
+    line("communication (ms)",
+         [](const Prediction& p) { return fmt::format("{:.3f}", p.communication_s * 1e3); });
+    line("exposed (ms)", [](const Prediction& p) {
+      return fmt::format("{:.3f}", p.exposed_communication_s * 1e3);
+    });
+    out += why + "\n";
+  }
+  write_output(f.output, out);
+}
+
+}  // namespace
+
+void add_predict_commands(CLI::App& app) {
+  auto pf = std::make_shared<CommonFlags>();
+  auto trace = std::make_shared<std::string>();
+  auto* p = app.add_subcommand("predict", "Predict one training step on N GPUs, and explain it");
+  add_common(p, *pf, true, true);
+  p->add_option("--trace", *trace, "Write a Chrome trace (Perfetto, chrome://tracing)");
+  p->callback([pf, trace] { run_predict(*pf, *trace); });
+
+  auto sf = std::make_shared<CommonFlags>();
+  auto gpus = std::make_shared<std::string>();
+  auto plot = std::make_shared<std::string>();
+  auto* s = app.add_subcommand("scale", "Throughput and efficiency against GPU count");
+  add_common(s, *sf, false, true);
+  s->add_option("--gpus", *gpus, "GPU counts, e.g. 1,2,4,8,16")->required();
+  s->add_option("--plot", *plot, "Write an SVG plot with the ideal line");
+  s->callback([sf, gpus, plot] { run_scale(*sf, *gpus, *plot); });
+
+  auto cf = std::make_shared<CommonFlags>();
+  auto strategies = std::make_shared<std::string>();
+  auto* c = app.add_subcommand("compare", "Strategies side by side, with the winner and why");
+  add_common(c, *cf, true, false);
+  c->add_option("--strategy", *strategies, "Strategies, e.g. ring,ps,hierarchical")->required();
+  c->callback([cf, strategies] { run_compare(*cf, *strategies); });
+}
+
+}  // namespace dlsim::cli
