@@ -48,6 +48,21 @@ expect_failure "--bytes: unknown unit 'GiBs'" collective --gpus 8 --bytes 1MiB:1
 expect_failure "unknown collective algorithm 'rign'; did you mean 'ring'" collective --gpus 8 --algo rign
 expect_failure "unknown operation 'allreduse'; did you mean 'allreduce'" collective --gpus 8 --op allreduse
 expect_failure "'tree' does not implement alltoall" collective --gpus 8 --algo tree --op alltoall
+expect_failure "--gpus: must be at least 1, got 0" predict --model googlenet --gpus 0
+expect_failure "--gpus: 65 GPUs requested, but cluster 'default' has at most 64" predict --model googlenet --gpus 65
+expect_failure "unknown model 'googlenett'" predict --model googlenett --gpus 8
+expect_failure "unknown framework 'horovd'; did you mean 'horovod'" predict --model resnet50 --gpus 8 --framework horovd
+expect_failure "unknown collective algorithm 'rign'; did you mean 'ring'" predict --model resnet50 --gpus 8 --strategy rign
+expect_failure "--batch: batch 4096 needs" predict --model resnet50 --gpus 8 --batch 4096
+expect_failure "--batch: must be a positive integer or 'max', got '-3'" predict --model resnet50 --gpus 8 --batch -3
+expect_failure "--cycle-time: does not apply to framework 'pytorch-ddp'" predict --model resnet50 --gpus 8 --framework pytorch-ddp --cycle-time 5ms
+expect_failure "--fusion-threshold: '64' has no unit" predict --model resnet50 --gpus 8 --fusion-threshold 64
+expect_failure "tf-replicated runs inside one node" predict --model resnet50 --gpus 8 --framework tf-replicated
+expect_failure "--engine: unknown engine 'fast'" predict --model resnet50 --gpus 8 --engine fast
+expect_failure "--precision: unknown precision 'fp8'" predict --model resnet50 --gpus 8 --precision fp8
+expect_failure "--anchor-throughput: must be positive" predict --model resnet50 --gpus 8 --anchor-throughput -5
+expect_failure "--gpus: expected an integer, got 'x'" scale --model resnet50 --gpus 1,x
+expect_failure "unknown collective algorithm 'pss'" compare --model resnet50 --gpus 8 --strategy ring,pss
 expect_failure "hd allgather needs a power-of-two number of ranks, got 6" collective --gpus 6 --algo hd --op allgather
 expect_failure "hierarchical allreduce needs the same number of GPUs on every node" collective --gpus 6 --algo hierarchical
 expect_failure "--nodelist: host 'iris-185' is not in cluster 'default'" collective --gpus 8 --nodelist iris-[184-185]

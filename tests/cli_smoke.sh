@@ -63,6 +63,18 @@ check "collective csv" grep -q '^size_bytes,count_elements,time_us' "$tmp/coll.c
 "$dlsim" collective --gpus 16 --algo ps --ps-servers 2 --bytes 64MiB --format json >"$tmp/ps.json"
 check "ps json" grep -q '"push gradients"' "$tmp/ps.json"
 
+"$dlsim" predict --model googlenet --gpus 64 >"$tmp/predict.txt"
+check "predict prints throughput and why" grep -q 'samples/s' "$tmp/predict.txt"
+"$dlsim" predict --model resnet50 --gpus 8 --format json -o "$tmp/p.json" --trace "$tmp/trace.json"
+check "predict json has units in keys" grep -q '"step_time_s"' "$tmp/p.json"
+check "trace has Horovod's span names" grep -q 'NCCL_ALLREDUCE' "$tmp/trace.json"
+check "trace names the nodes" grep -q '"process_name"' "$tmp/trace.json"
+"$dlsim" scale --model resnet50 --gpus 1,2,4,8,16 --plot "$tmp/scale.svg" >"$tmp/scale.txt"
+check "scale prints one row per count" test "$(grep -cE '^ +[0-9]+ ' "$tmp/scale.txt")" -eq 5
+check "scale plot is svg" grep -q '<svg' "$tmp/scale.svg"
+"$dlsim" compare --model vgg16 --gpus 16 --strategy ring,ps,hierarchical >"$tmp/compare.txt"
+check "compare names a winner" grep -q ' wins: ' "$tmp/compare.txt"
+
 "$dlsim" --version >"$tmp/v"
 check "version" grep -q '^dlsim [0-9]' "$tmp/v"
 

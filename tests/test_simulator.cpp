@@ -1,0 +1,281 @@
+// The training-step simulator: event kernel, flow network, compute model, engines and
+// predictions (docs/simulator.md).
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "hardware/loader.hpp"
+#include "networks/collective.hpp"
+#include "networks/placement.hpp"
+#include "simulator/compute.hpp"
+#include "simulator/flow_network.hpp"
+#include "simulator/framework.hpp"
+#include "simulator/kernel.hpp"
+#include "simulator/predict.hpp"
+
+namespace sim = dlsim::simulator;
+using dlsim::Bandwidth;
+using dlsim::Bytes;
+using dlsim::FlopRate;
+using dlsim::Flops;
+using dlsim::Seconds;
+
+namespace {
+
+const std::string kHw = DLSIM_TEST_HARDWARE_DIR;
+
+sim::PredictOptions options(const std::string& model, int gpus) {
+  sim::PredictOptions o;
+  o.model = model;
+  o.gpus = gpus;
+  return o;
+}
+
+double rel(double a, double b) { return std::abs(a - b) / std::abs(b); }
+
+}  // namespace
+
+TEST_CASE("kernel_runs_events_by_time_then_by_the_order_they_were_scheduled") {
+  sim::EventKernel k;
+  std::vector<int> order;
+  k.at(5, [&] { order.push_back(3); });
+  k.at(3, [&] { order.push_back(1); });
+  k.at(3, [&] {
+    order.push_back(2);
+    k.after(0, [&] { order.push_back(4); });  // same instant, scheduled later: runs after 5?
+  });
+  CHECK(k.run() == 4);
+  CHECK(order == std::vector<int>{1, 2, 4, 3});
+  CHECK(k.now() == 5);
+  CHECK_THROWS_AS(k.at(4, [] {}), std::logic_error);
+}
+
+TEST_CASE("flows_share_a_link_max_min_and_the_survivor_speeds_up_when_one_ends") {
+  sim::EventKernel k;
+  sim::FlowNetwork net(k, {100.0});  // one link of 100 B/s
+  double done_a = -1, done_b = -1;
+  net.start({0}, 100, 0, INFINITY, [&] { done_a = sim::to_seconds(k.now()); });
+  net.start({0}, 300, 0, INFINITY, [&] { done_b = sim::to_seconds(k.now()); });
+  k.run();
+  // 50 B/s each until A's 100 B are done at 2 s; B then has 200 B left at 100 B/s: 4 s.
+  CHECK(done_a == doctest::Approx(2.0).epsilon(1e-9));
+  CHECK(done_b == doctest::Approx(4.0).epsilon(1e-9));
+}
+
+TEST_CASE("a_flow_waits_its_latency_then_moves_at_the_lesser_of_link_and_cap") {
+  sim::EventKernel k;
+  sim::FlowNetwork net(k, {100.0});
+  double done = -1;
+  net.start({0}, 100, sim::to_time(0.5), 25.0, [&] { done = sim::to_seconds(k.now()); });
+  k.run();
+  CHECK(done == doctest::Approx(4.5).epsilon(1e-9));
+}
+
+TEST_CASE("collectives_as_flows_take_their_closed_form_time_without_contention") {
+  const auto cluster = dlsim::hardware::load_cluster(kHw + "/switched.yaml");
+  for (int n : {2, 5, 8}) {
+    dlsim::networks::PlacementRequest pr;
+    pr.gpus = n;
+    const auto placement = dlsim::networks::place(cluster, pr);
+    const dlsim::networks::Topology topo(cluster, placement.nodes);
+    const auto comm = dlsim::networks::make_communicator(topo, placement);
+    for (const char* name : {"ring", "tree", "hd"}) {
+      const auto algo = dlsim::networks::collective_algorithms().at(name).make();
+      dlsim::networks::CollectiveRequest req;
+      req.size = Bytes(8e6);
+      const auto& proto = cluster.library.protocols.front();
+      const auto schedule = algo->schedule(req, comm, proto);
+      sim::EventKernel k;
+      sim::FlowNetwork net(k, sim::link_capacities(topo, proto));
+      sim::CollectiveRun run(k, net, topo, proto, cluster.network.transport);
+      double end = -1;
+      run.run(schedule, [&] { end = sim::to_seconds(k.now()); });
+      k.run();
+      CAPTURE(n);
+      CAPTURE(name);
+      CHECK(end == doctest::Approx(algo->closed_form(req, comm, proto).time.value()).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("kernel_time_is_the_roofline_with_efficiency_curves_plus_launch") {
+  const dlsim::hardware::EfficiencyCurve c{0.5, 1e9};  // 50 % at most, half of that at 1 GFLOP
+  const dlsim::hardware::EfficiencyCurve m{0.8, 1e6};
+  // 1 GFLOP at 10 TFLOP/s x 0.5 x (1e9 / 2e9): (1e9 + 1e9) / (1e13 x 0.5) = 0.4 ms;
+  // 1 MB at 1 TB/s x 0.8: (1e6 + 1e6) / 8e11 = 2.5 us; the larger wins, plus 5 us.
+  const auto t = sim::kernel_time(Flops(1e9), Bytes(1e6), FlopRate(1e13), c, Bandwidth(1e12), m,
+                                  Seconds(5e-6));
+  CHECK(t.value() == doctest::Approx(4e-4 + 5e-6).epsilon(1e-12));
+  CHECK(sim::kernel_time(Flops(0), Bytes(0), FlopRate(1e13), c, Bandwidth(1e12), m, Seconds(5e-6))
+            .value() == 0);
+}
+
+TEST_CASE("every_framework_policy_is_registered") {
+  const auto names = sim::framework_policies().names();
+  for (const char* n :
+       {"horovod", "keras", "mxnet-kvstore", "pytorch-ddp", "tf-ps", "tf-replicated"}) {
+    CHECK(std::find(names.begin(), names.end(), n) != names.end());
+  }
+}
+
+TEST_CASE("one_gpu_has_efficiency_one_and_no_communication") {
+  for (const char* engine : {"des", "analytic"}) {
+    auto o = options("googlenet", 1);
+    o.engine = engine;
+    const auto p = sim::predict(o);
+    CHECK(p.scaling_efficiency == 1.0);
+    CHECK(p.communication_s == 0.0);
+    CHECK(p.exposed_communication_s == 0.0);
+    CHECK(p.step_time_s == doctest::Approx(p.forward_s + p.backward_s + p.update_s).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("efficiency_loss_parts_add_up_to_one_minus_the_efficiency") {
+  for (const char* fw : {"horovod", "pytorch-ddp", "tf-ps"}) {
+    auto o = options("vgg16", 16);
+    o.framework = fw;
+    const auto p = sim::predict(o);
+    const auto& l = p.loss;
+    const double sum = l.exposed_bandwidth + l.latency_and_small_messages +
+                       l.fusion_or_bucket_waiting + l.parameter_server_bottleneck + l.stragglers +
+                       l.other;
+    CAPTURE(fw);
+    CHECK(sum / p.step_time_s == doctest::Approx(1 - p.scaling_efficiency).epsilon(1e-9));
+    CHECK(p.scaling_efficiency < 1.0);
+  }
+}
+
+TEST_CASE("more_network_bandwidth_is_never_slower") {
+  double last = 0;
+  for (const char* net : {"1gbe", "10gbe", "25gbe", "100gbe"}) {
+    const auto path =
+        std::filesystem::temp_directory_path() / (std::string("dlsim-net-") + net + ".yaml");
+    std::ofstream(path) << "kind: cluster\nname: dlsim-net-" << net << "\ndescription: default on "
+                        << net << "\nsource: tests\n"
+                        << "extends: default\nnetwork: " << net << "\n";
+    auto o = options("vgg16", 16);
+    o.cluster = path.string();
+    const auto p = sim::predict(o);
+    CAPTURE(net);
+    CHECK(p.throughput >= last);
+    last = p.throughput;
+    std::filesystem::remove(path);
+  }
+}
+
+TEST_CASE("parameter_server_loses_to_ring_as_workers_per_server_grow") {
+  double last_ratio = INFINITY;
+  for (int gpus : {4, 8, 16, 32}) {
+    auto ps = options("resnet50", gpus);
+    ps.framework = "tf-ps";
+    ps.framework_options.ps_servers = 1;
+    auto ring = options("resnet50", gpus);
+    ring.framework = "horovod";
+    const double ratio = sim::predict(ps).throughput / sim::predict(ring).throughput;
+    CAPTURE(gpus);
+    CHECK(ratio < last_ratio);
+    last_ratio = ratio;
+  }
+  CHECK(last_ratio < 0.5);
+}
+
+TEST_CASE("the_same_seed_gives_byte_identical_json_and_another_seed_other_stragglers") {
+  auto o = options("resnet50", 64);
+  const auto a = sim::to_json(sim::predict(o)).dump();
+  const auto b = sim::to_json(sim::predict(o)).dump();
+  CHECK(a == b);
+  o.seed = 2;
+  CHECK(sim::predict(o).step_time_s != nlohmann::json::parse(a)["step_time_s"].get<double>());
+}
+
+TEST_CASE("batch_max_just_fits_and_one_more_sample_does_not") {
+  auto o = options("resnet50", 4);
+  o.batch = "max";
+  const auto p = sim::predict(o);
+  CHECK(p.fits_in_memory);
+  CHECK(p.memory.total().value() <= p.memory_capacity_bytes);
+  o.batch = std::to_string(p.batch_per_gpu + 1);
+  CHECK_THROWS_AS(sim::predict(o), dlsim::InputError);
+  o.batch = std::to_string(p.batch_per_gpu);
+  CHECK(sim::predict(o).fits_in_memory);
+}
+
+TEST_CASE("des_and_analytic_agree_within_2_percent_where_no_link_is_shared") {
+  // One GPU per node on one switch: a ring step's flows each have their own links.
+  for (const char* fw : {"pytorch-ddp", "horovod", "tf-ps"}) {
+    for (const char* model : {"resnet50", "vgg16", "googlenet"}) {
+      auto o = options(model, 16);
+      o.cluster = kHw + "/steady.yaml";
+      o.framework = fw;
+      const double des = sim::predict(o).step_time_s;
+      o.engine = "analytic";
+      const double analytic = sim::predict(o).step_time_s;
+      CAPTURE(fw);
+      CAPTURE(model);
+      CHECK(rel(des, analytic) < 0.02);
+    }
+  }
+}
+
+TEST_CASE("bad_framework_inputs_name_the_flag") {
+  auto o = options("resnet50", 16);
+  o.framework = "horovd";
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("did you mean 'horovod'"),
+                       dlsim::InputError);
+  o.framework = "tf-replicated";
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("runs inside one node"),
+                       dlsim::InputError);
+  o.framework = "pytorch-ddp";
+  o.framework_options.cycle_time = Seconds(1e-3);
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--cycle-time"), dlsim::InputError);
+  o = options("resnet50", 0);
+  CHECK_THROWS_AS(sim::predict(o), dlsim::InputError);
+  o = options("resnet50", 65);
+  CHECK_THROWS_AS(sim::predict(o), dlsim::InputError);
+}
+
+TEST_CASE("golden_predictions_hold_to_one_part_in_a_million") {
+  // tests/golden/*.json: whole predictions of a handful of configurations with the inputs that
+  // made them. The simulator is deterministic; 1e-6 relative leaves room for floating-point
+  // differences between compilers only. Regenerate with `dlsim predict ... --format json`
+  // when a model change is intended, and say why in the commit.
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(DLSIM_GOLDEN_DIR)) {
+    std::ifstream in(entry.path());
+    const auto golden = nlohmann::json::parse(in);
+    const auto& in_ = golden["inputs"];
+    sim::PredictOptions o;
+    o.model = in_["model"];
+    o.gpus = in_["gpus"];
+    o.batch = in_["batch"];
+    o.cluster = in_["cluster"];
+    o.framework = in_["framework"];
+    if (!in_["strategy"].is_null()) o.strategy = in_["strategy"].get<std::string>();
+    o.precision = in_["precision"];
+    o.optimizer = in_["optimizer"];
+    o.iterations = in_["iterations"];
+    o.seed = in_["seed"];
+    o.engine = in_["engine"];
+    const auto got = sim::to_json(sim::predict(o));
+    CAPTURE(entry.path().filename().string());
+    for (const char* key : {"step_time_s", "throughput_samples_per_s", "scaling_efficiency",
+                            "communication_s", "exposed_communication_s", "memory_per_gpu_bytes"}) {
+      CAPTURE(key);
+      CHECK(got[key].get<double>() == doctest::Approx(golden[key].get<double>()).epsilon(1e-6));
+    }
+    for (const auto& [part, value] : golden["efficiency_loss"].items()) {
+      CAPTURE(part);
+      CHECK(got["efficiency_loss"][part].get<double>() ==
+            doctest::Approx(value.get<double>()).epsilon(1e-6).scale(1e-3));
+    }
+    ++files;
+  }
+  CHECK(files == 5);
+}
