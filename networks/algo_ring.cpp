@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <algorithm>
 
+#include <map>
+
 #include "networks/algorithms.hpp"
 
 namespace dlsim::networks::detail {
@@ -106,8 +108,32 @@ Rings build_rings(const Communicator& comm, int max_channels) {
   std::vector<Rings> per_node;
   int channels = max_channels;
   bool any_multi = false;
+  // Nodes of one type using the same GPUs have the same rings: search each pattern once, as
+  // positions in the node's rank list.
+  std::map<std::pair<std::string, std::vector<int>>, std::vector<std::vector<std::size_t>>> seen;
+  const auto& topo = *comm.topo;
   for (const auto& ranks : nodes) {
-    per_node.push_back(build_node_rings(comm, ranks, max_channels));
+    const int slot = comm.rank_slot[ranks.front()];
+    std::vector<int> gpus;
+    for (int r : ranks) gpus.push_back(comm.rank_vertex[r] - topo.gpu_vertex(slot, 0));
+    auto [it, added] = seen.try_emplace({topo.node(slot).about.name, gpus});
+    if (added) {
+      for (const auto& order : build_node_rings(comm, ranks, max_channels).orders) {
+        std::vector<std::size_t> pos;
+        for (int r : order) {
+          pos.push_back(
+              static_cast<std::size_t>(std::find(ranks.begin(), ranks.end(), r) - ranks.begin()));
+        }
+        it->second.push_back(pos);
+      }
+    }
+    Rings local;
+    for (const auto& pos : it->second) {
+      std::vector<int> order;
+      for (auto i : pos) order.push_back(ranks[i]);
+      local.orders.push_back(order);
+    }
+    per_node.push_back(local);
     if (ranks.size() > 1) {
       channels = std::min(channels, per_node.back().channels());
       any_multi = true;
