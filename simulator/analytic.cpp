@@ -12,7 +12,7 @@ namespace dlsim::simulator {
 namespace {
 
 // E[max of n standard normals] by Blom's approximation, Phi^-1((n - 0.375) / (n + 0.25))
-// (Blom 1958; within 1% of the exact value for n >= 2), with Phi^-1 from Acklam's rational
+// (Blom 1958; 4.5 % high at n = 2, under 1 % from n of about 8), with Phi^-1 from Acklam's rational
 // approximation (relative error below 1.2e-9).
 double expected_max_normal(int n) {
   if (n <= 1) return 0.0;

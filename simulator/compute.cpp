@@ -151,7 +151,9 @@ MemoryUse memory_use(const model::ModelStats& stats, const ComputeOptions& optio
       break;
   }
   m.gradients = Bytes(params * gradient_element(options.precision).value());
-  m.optimizer_state = Bytes(params * 4.0 * optimizer_states(options.optimizer));
+  // States in fp32, or fp16 when everything is (the update's traffic counts them the same way).
+  const double state_elem = options.precision == TrainingPrecision::kFp16 ? 2.0 : 4.0;
+  m.optimizer_state = Bytes(params * state_elem * optimizer_states(options.optimizer));
   m.activations = stats.activation_bytes;
   m.buffers = buffers;
   // cuDNN's workspace: the largest layer's traffic, the size an implicit-GEMM or FFT algorithm

@@ -1,11 +1,11 @@
 // TensorFlow as tf_cnn_benchmarks runs it (docs/simulator.md, "tf-ps" and "tf-replicated").
 // tf-ps, `parameter_server`: every variable lives on one parameter server (greedy by size over
-// the servers, as tf_cnn_benchmarks places them); each worker GPU pushes a variable's gradient
-// as soon as backward produces it, the server sums, and the worker pulls the new value.
-// `distributed_replicated` keeps a copy on every worker and the parameter-server copies go
-// round-robin over the servers; gradients cross the network the same way, per GPU.
-// tf-replicated, `replicated` with --all_reduce_spec=nccl: each variable's gradient is
-// allreduced across the node's GPUs as it is produced, no fusion.
+// the servers, largest first; tf_cnn_benchmarks' greedy strategy takes creation order); each worker
+// GPU pushes a variable's gradient as soon as backward produces it, the server sums, and the worker
+// pulls the new value. `distributed_replicated` keeps a copy on every worker and the
+// parameter-server copies go round-robin over the servers; gradients cross the network the same
+// way, per GPU. tf-replicated, `replicated` with --all_reduce_spec=nccl: each variable's gradient
+// is allreduced across the node's GPUs as it is produced, no fusion.
 
 #include <fmt/format.h>
 #include <algorithm>
