@@ -203,7 +203,7 @@ class DesStep {
   void collective() {
     const auto& plan = planner_.plan(group_);
     collective_start_ = kernel_.now();
-    auto key = std::make_tuple(group_.bytes, group_.ps.server_offset, group_.ps.sharding);
+    const auto key = group_key(group_);
     if (auto it = measured_.find(key); it != measured_.end()) {
       // The channel has the network to itself: the same collective takes the same time.
       kernel_.after(it->second, [this] { collective_done(); });
@@ -309,7 +309,7 @@ class DesStep {
     std::unique_ptr<CollectiveRun> run;
   };
   std::map<const hardware::ProtocolSpec*, Runner> runs_;
-  std::map<std::tuple<double, int, std::string>, Time> measured_;
+  std::map<GroupKey, Time> measured_;
 };
 
 }  // namespace

@@ -8,8 +8,7 @@
 namespace dlsim::simulator {
 
 const CollectivePlan& CollectivePlanner::plan(const CommGroup& group) {
-  auto key = std::make_tuple(group.bytes, group.ps.server_offset, group.ps.sharding);
-  auto& slot = cache_[key];
+  auto& slot = cache_[group_key(group)];
   if (slot) return *slot;
   if (!algorithm_) {
     algorithm_ = networks::collective_algorithms().at(setup_.resolved.strategy).make();

@@ -46,6 +46,12 @@ struct CollectivePlan {
   networks::Schedule schedule;
 };
 
+// Groups with the same size and parameter-server layout cost the same.
+using GroupKey = std::tuple<double, int, std::string>;
+inline GroupKey group_key(const CommGroup& g) {
+  return {g.bytes, g.ps.server_offset, g.ps.sharding};
+}
+
 class CollectivePlanner {
  public:
   explicit CollectivePlanner(const StepSetup& setup) : setup_(setup) {}
@@ -57,7 +63,7 @@ class CollectivePlanner {
  private:
   const StepSetup& setup_;
   std::unique_ptr<networks::CollectiveAlgorithm> algorithm_;
-  std::map<std::tuple<double, int, std::string>, std::unique_ptr<CollectivePlan>> cache_;
+  std::map<GroupKey, std::unique_ptr<CollectivePlan>> cache_;
 };
 
 // A small allreduce's time on the job (Horovod negotiation), fastest algorithm and protocol.

@@ -16,6 +16,14 @@ const FrameworkRegistry& framework_policies() {
   return registry;
 }
 
+networks::PsOptions ps_options(const FrameworkOptions& o, int servers) {
+  networks::PsOptions ps;
+  ps.servers = o.ps_servers.value_or(servers);
+  ps.colocated = o.ps_colocated.value_or(true);
+  ps.on_gpu = o.ps_on_gpu.value_or(false);
+  return ps;
+}
+
 void refuse(bool given, const std::string& flag, const std::string& framework) {
   if (given) fail_at({}, flag, "does not apply to framework '" + framework + "'");
 }

@@ -110,6 +110,10 @@ class PerTensorLauncher : public GradientLauncher {
   std::vector<CommGroup> groups_;
 };
 
+// Shared by policies: the parameter-server layout the options ask for, colocated on the CPU by
+// default, with `servers` unless --ps-servers is given.
+networks::PsOptions ps_options(const FrameworkOptions& o, int servers);
+
 // Shared by policies: rejects an option the policy does not take.
 void refuse(bool given, const std::string& flag, const std::string& framework);
 

@@ -72,9 +72,7 @@ class Horovod : public FrameworkPolicy {
     refuse(o.mode.has_value(), "--mode", name_);
     ResolvedPolicy p;
     p.strategy = strategy.value_or("ring");
-    p.ps.servers = o.ps_servers.value_or(1);
-    p.ps.on_gpu = o.ps_on_gpu.value_or(false);
-    p.ps.colocated = o.ps_colocated.value_or(true);
+    p.ps = ps_options(o, 1);
     const Bytes threshold = o.fusion_threshold.value_or(Bytes(128 * kMiB));
     const Seconds cycle = o.cycle_time.value_or(Seconds(1e-3));
     if (cycle.value() <= 0) fail_at({}, "--cycle-time", "must be positive");

@@ -43,9 +43,7 @@ class MxnetKvstore : public FrameworkPolicy {
     }
     // The launcher starts as many servers as workers (tools/launch.py: -s defaults to -n), on
     // the workers' machines.
-    p.ps.servers = o.ps_servers.value_or(job.nodes);
-    p.ps.colocated = o.ps_colocated.value_or(true);
-    p.ps.on_gpu = o.ps_on_gpu.value_or(false);
+    p.ps = ps_options(o, job.nodes);
     p.settings["mode"] = mode;
     if (mode == "dist_sync") p.settings["ps_servers"] = std::to_string(p.ps.servers);
     p.description =

@@ -62,9 +62,7 @@ class PytorchDdp : public FrameworkPolicy {
     refuse(o.mode.has_value(), "--mode", name);
     ResolvedPolicy p;
     p.strategy = strategy.value_or("ring");
-    p.ps.servers = o.ps_servers.value_or(1);
-    p.ps.on_gpu = o.ps_on_gpu.value_or(false);
-    p.ps.colocated = o.ps_colocated.value_or(true);
+    p.ps = ps_options(o, 1);
     p.params.bucket_cap = o.bucket_cap.value_or(Bytes(25 * kMiB));
     p.params.first_bucket = o.first_bucket.value_or(Bytes(1 * kMiB));
     if (p.params.bucket_cap->value() <= 0) fail_at({}, "--bucket-cap", "must be positive");

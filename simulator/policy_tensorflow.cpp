@@ -47,9 +47,7 @@ class TfParameterServer : public FrameworkPolicy {
     // One server per worker node, on the workers' hosts, summing on the CPU: the setup of the
     // TensorFlow benchmarks' distributed runs (and of one machine with
     // --local_parameter_device=cpu).
-    p.ps.servers = o.ps_servers.value_or(job.nodes);
-    p.ps.colocated = o.ps_colocated.value_or(true);
-    p.ps.on_gpu = o.ps_on_gpu.value_or(false);
+    p.ps = ps_options(o, job.nodes);
     p.ps.sharding = "round_robin";
     p.settings["mode"] = *p.params.mode;
     p.settings["ps_servers"] = std::to_string(p.ps.servers);
@@ -109,9 +107,7 @@ class TfReplicated : public FrameworkPolicy {
     }
     ResolvedPolicy p;
     p.strategy = strategy.value_or("ring");
-    p.ps.servers = o.ps_servers.value_or(1);
-    p.ps.colocated = o.ps_colocated.value_or(true);
-    p.ps.on_gpu = o.ps_on_gpu.value_or(false);
+    p.ps = ps_options(o, 1);
     p.description =
         fmt::format("tf-replicated: NCCL {} allreduce per variable inside the node", p.strategy);
     return p;

@@ -142,6 +142,12 @@ void run_predict(const CommonFlags& f, const std::string& trace_path) {
   write_output(f.output, out);
 }
 
+std::string csv_rows(const std::vector<Prediction>& rows) {
+  std::string out = simulator::csv_header();
+  for (const auto& p : rows) out += simulator::to_csv_row(p);
+  return out;
+}
+
 std::vector<int> parse_gpu_list(const std::string& text) {
   std::vector<int> out;
   std::stringstream ss(text);
@@ -174,8 +180,7 @@ void run_scale(const CommonFlags& f, const std::string& gpus, const std::string&
     for (const auto& p : rows) j.push_back(simulator::to_json(p));
     out = j.dump(2) + "\n";
   } else if (f.format == "csv") {
-    out = simulator::csv_header();
-    for (const auto& p : rows) out += simulator::to_csv_row(p);
+    out = csv_rows(rows);
   } else {
     const auto& p0 = rows.front();
     out = fmt::format("{} on {}, {} / {}, batch {} per GPU, {}, {} engine\n", p0.model, p0.cluster,
@@ -273,8 +278,7 @@ void run_compare(const CommonFlags& f, const std::string& strategies) {
     for (const auto& p : rows) j["predictions"].push_back(simulator::to_json(p));
     out = j.dump(2) + "\n";
   } else if (f.format == "csv") {
-    out = simulator::csv_header();
-    for (const auto& p : rows) out += simulator::to_csv_row(p);
+    out = csv_rows(rows);
   } else {
     const auto& p0 = rows.front();
     out = fmt::format("{} on {} GPUs of {}, {}, batch {} per GPU\n", p0.model, p0.gpus, p0.cluster,
