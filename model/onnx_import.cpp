@@ -23,7 +23,7 @@
 #include <fmt/format.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
-#include <onnx/onnx_pb.h>
+#include <dlsim_onnx/onnx.pb.h>
 #include <yaml-cpp/yaml.h>
 
 #include <bit>

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include <map>
+#include <tuple>
 
 #include "networks/algorithms.hpp"
 
@@ -176,6 +177,30 @@ class Ring : public CollectiveAlgorithm {
  public:
   bool supports(CollectiveOp) const override { return true; }
 
+ private:
+  // Rings and their per-protocol step cost depend on the communicator, not on the message:
+  // built once per communicator and kept while this object lives (a sweep over sizes plans
+  // hundreds of collectives on one communicator).
+  struct Layout {
+    Rings rings;
+    std::map<const hardware::ProtocolSpec*, StepCost> step;
+  };
+  using LayoutKey = std::tuple<const Topology*, const hardware::LibrarySpec*, std::vector<int>>;
+  mutable std::map<LayoutKey, Layout> layouts_;
+
+  Layout& layout(const Communicator& comm) const {
+    auto [it, added] = layouts_.try_emplace({comm.topo, comm.library, comm.rank_vertex});
+    if (added) it->second.rings = build_rings(comm, comm.library->max_channels);
+    return it->second;
+  }
+  StepCost step(const Communicator& comm, Layout& l, const hardware::ProtocolSpec& proto) const {
+    auto [it, added] = l.step.try_emplace(&proto);
+    if (added) it->second = ring_step_cost(comm, l.rings, proto);
+    return it->second;
+  }
+
+ public:
+
   Schedule schedule(const CollectiveRequest& req, const Communicator& comm,
                     const hardware::ProtocolSpec& proto) const override {
     Schedule s;
@@ -196,7 +221,7 @@ class Ring : public CollectiveAlgorithm {
       }
       return s;
     }
-    auto rings = build_rings(comm, comm.library->max_channels);
+    auto rings = layout(comm).rings;
     const double c = rings.channels();
     s.channels = rings.channels();
     const double block = S / (n * c);
@@ -259,9 +284,9 @@ class Ring : public CollectiveAlgorithm {
       return {closed_form_time(comm, schedule(req, comm, proto), proto),
               "b + sum over n-1 shifts of (a + L S/n B)"};
     }
-    auto rings = build_rings(comm, comm.library->max_channels);
-    const double c = rings.channels();
-    const auto rc = ring_step_cost(comm, rings, proto);
+    auto& l = layout(comm);
+    const double c = l.rings.channels();
+    const auto rc = step(comm, l, proto);
     const double block = S / (n * c);
     const double reduce_step = rc.alpha + std::max(block * rc.beta, reduce_traffic(block) * gamma);
     const double copy_step = rc.alpha + block * rc.beta;

@@ -79,7 +79,6 @@ class DesStep {
   // GPU can start step i.
   void begin_iteration(int i) {
     iteration_ = i;
-    ready_count_.assign(tensors_, 0);
     reduced_ = 0;
     comm_done_ = tensors_ == 0 || n() == 1;
     launcher_ = s_.policy->launcher(s_.resolved, s_.job);
@@ -108,31 +107,36 @@ class DesStep {
     }
     obs_.emit({SpanKind::kForward, g.iteration, r, "forward", start, end});
     g.backward_start = end;
-    kernel_.at(end, [this, r] { backward_step(r, 0); });
+    kernel_.at(end, [this, r] { start_backward(r); });
   }
 
   std::string_view layer_name(const LayerTime& l) const {
     return s_.compute.layer_names[static_cast<std::size_t>(&l - s_.compute.layers.data())];
   }
 
-  // Runs at backward_start + checkpoint k-1 (k = 0: backward starts).
-  void backward_step(int r, std::size_t k) {
+  // A GPU's compute stream waits for nothing during backward, so its checkpoints need no events
+  // of their own: a tensor is ready on every rank at the latest of the ranks' checkpoint times,
+  // known once the last rank has started backward. One event per checkpoint for the job, not
+  // one per checkpoint and GPU.
+  void start_backward(int r) {
     auto& g = gpus_[static_cast<std::size_t>(r)];
-    if (k == 0 && obs_.wants_layers()) emit_backward_layers(r);
-    if (k > 0) {
-      for (int t : *checkpoints_[k - 1].tensors) tensor_ready(t);
+    if (obs_.wants_layers()) emit_backward_layers(r);
+    if (n() > 1 && !checkpoints_.empty()) {
+      if (started_backward_ == 0) ready_at_.assign(checkpoints_.size(), 0);
+      for (std::size_t k = 0; k < checkpoints_.size(); ++k) {
+        ready_at_[k] =
+            std::max(ready_at_[k], g.backward_start + scaled(checkpoints_[k].offset, g));
+      }
+      if (++started_backward_ == n()) {
+        started_backward_ = 0;
+        for (std::size_t k = 0; k < checkpoints_.size(); ++k) {
+          kernel_.at(ready_at_[k], [this, k] {
+            for (int t : *checkpoints_[k].tensors) tensor_ready(t);
+          });
+        }
+      }
     }
-    if (k < checkpoints_.size()) {
-      kernel_.at(g.backward_start + scaled(checkpoints_[k].offset, g),
-                 [this, r, k] { backward_step(r, k + 1); });
-      return;
-    }
-    const Time end = g.backward_start + scaled(backward_, g);
-    if (end > kernel_.now()) {
-      kernel_.at(end, [this, r] { backward_done(r); });
-    } else {
-      backward_done(r);
-    }
+    kernel_.at(g.backward_start + scaled(backward_, g), [this, r] { backward_done(r); });
   }
 
   void emit_backward_layers(int r) {
@@ -153,9 +157,8 @@ class DesStep {
     if (comm_done_) start_update(r);
   }
 
+  // Tensor `t` has been produced by every rank.
   void tensor_ready(int t) {
-    if (n() == 1) return;  // nothing to exchange
-    if (++ready_count_[static_cast<std::size_t>(t)] < n()) return;
     enqueue(launcher_->ready(t, kernel_.now()));
     schedule_tick();
   }
@@ -292,7 +295,8 @@ class DesStep {
 
   int iteration_ = 0;
   Time iteration_start_ = 0;
-  std::vector<int> ready_count_;
+  std::vector<Time> ready_at_;  // per checkpoint: the latest rank reaching it
+  int started_backward_ = 0;
   std::size_t reduced_ = 0;
   bool comm_done_ = false;
   int updating_ = 0, updated_ = 0;

@@ -8,23 +8,33 @@ namespace dlsim::simulator {
 FlowNetwork::FlowNetwork(EventKernel& kernel, std::vector<double> capacity)
     : kernel_(kernel), capacity_(std::move(capacity)) {}
 
-void FlowNetwork::start(std::vector<int> links, double bytes, Time latency, double cap,
-                        std::function<void()> done) {
+void FlowNetwork::start_on(const std::vector<int>& links, double bytes, Time latency, double cap,
+                           std::function<void()> done) {
   Flow f;
-  f.links = std::move(links);
+  f.links = &links;
   f.bytes = bytes;
   f.remaining = bytes;
   f.cap = cap;
   f.done = std::move(done);
   if (latency == 0) {
     activate(std::move(f));
-  } else {
-    kernel_.after(latency, [this, f = std::move(f)]() mutable { activate(std::move(f)); });
+    return;
+  }
+  // Flows whose latency ends at the same instant (a collective step's transfers) share one
+  // activation event.
+  const Time at = kernel_.now() + latency;
+  auto [it, added] = waiting_.try_emplace(at);
+  it->second.push_back(std::move(f));
+  if (added) {
+    kernel_.at(at, [this, at] {
+      auto node = waiting_.extract(at);
+      for (auto& w : node.mapped()) activate(std::move(w));
+    });
   }
 }
 
 void FlowNetwork::activate(Flow f) {
-  if (f.remaining <= 0 || (f.links.empty() && !std::isfinite(f.cap))) {
+  if (f.remaining <= 0 || (f.links->empty() && !std::isfinite(f.cap))) {
     // Nothing bounds it: the transfer is all latency.
     f.done();
     return;
@@ -56,7 +66,8 @@ void FlowNetwork::update() {
   const Time now = kernel_.now();
   // Retire finished flows; their callbacks run after the re-solve, so a callback that starts a
   // new flow sees consistent state.
-  std::vector<Flow> finished;
+  auto& finished = finished_;
+  finished.clear();
   std::size_t kept = 0;
   for (auto& f : flows_) {
     // Within a picosecond of work or a relative 1e-9 of its size: time is integer picoseconds.
@@ -74,7 +85,7 @@ void FlowNetwork::update() {
   caps_.clear();
   for (const auto& f : flows_) {
     begin_.push_back(links_.size());
-    links_.insert(links_.end(), f.links.begin(), f.links.end());
+    links_.insert(links_.end(), f.links->begin(), f.links->end());
     caps_.push_back(f.cap);
   }
   begin_.push_back(links_.size());
@@ -94,9 +105,16 @@ void FlowNetwork::update() {
       });
     }
   }
-  for (auto& f : finished) {
-    for (auto* o : observers_) o->on_flow(f.links, f.bytes, f.start, now);
+  // A callback may start flows and so re-enter update(): run them from a list of our own.
+  std::vector<Flow> done;
+  done.swap(finished);
+  for (auto& f : done) {
+    for (auto* o : observers_) o->on_flow(*f.links, f.bytes, f.start, now);
     f.done();
+  }
+  if (finished.empty()) {
+    done.clear();
+    finished.swap(done);  // keep the capacity
   }
 }
 
@@ -140,26 +158,33 @@ void CollectiveRun::start_step() {
   const double reduce_s = phase.reduce_bytes / phase.reduce_bandwidth.value();
   const auto cap = topo_.per_flow_cap();
   pending_ = 1;  // held until every flow is started
-  std::vector<int> route;
   for (const auto& t : phase.transfers) {
     if (t.src == t.dst || t.bytes <= 0) continue;
-    route.clear();
-    topo_.route(t.src, t.dst, t.rail, route);
-    const auto cls = topo_.path_class(route);
-    double alpha = proto_.step_latency(cls).value();
-    if (cls == hardware::PathClass::kNetwork) alpha += transport_.message_overhead.value();
-    for (int id : route) alpha += topo_.link(id).latency.value();
+    const Hop& h = hop(t);
     double flow_cap = std::numeric_limits<double>::infinity();
     if (phase.overlap_reduce && reduce_s > 0) flow_cap = t.bytes / reduce_s;
-    if (cap && cls == hardware::PathClass::kNetwork) {
-      flow_cap = std::min(flow_cap, cap->value() * proto_.bandwidth_fraction);
-    }
+    if (cap && h.network) flow_cap = std::min(flow_cap, cap->value() * proto_.bandwidth_fraction);
     ++pending_;
-    net_.start(route, t.bytes, to_time(alpha), flow_cap, [this] {
+    net_.start_on(*h.route, t.bytes, to_time(h.alpha), flow_cap, [this] {
       if (--pending_ == 0) step_done();
     });
   }
   if (--pending_ == 0) step_done();
+}
+
+const CollectiveRun::Hop& CollectiveRun::hop(const networks::Transfer& t) {
+  auto [it, added] = hops_.try_emplace({t.src, t.dst, t.rail});
+  if (!added) return it->second;
+  route_.clear();
+  topo_.route(t.src, t.dst, t.rail, route_);
+  const auto cls = topo_.path_class(route_);
+  Hop& h = it->second;
+  h.network = cls == hardware::PathClass::kNetwork;
+  h.alpha = proto_.step_latency(cls).value();
+  if (h.network) h.alpha += transport_.message_overhead.value();
+  for (int id : route_) h.alpha += topo_.link(id).latency.value();
+  h.route = &net_.intern(route_);
+  return h;
 }
 
 void CollectiveRun::step_done() {

@@ -6,6 +6,9 @@
 
 #include <functional>
 #include <limits>
+#include <map>
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include "hardware/profile.hpp"
@@ -31,13 +34,22 @@ class FlowNetwork {
   // Starts a flow of `bytes` over `links` after `latency`; at most `cap` B/s on its own.
   // `done` runs when its last byte has arrived.
   void start(std::vector<int> links, double bytes, Time latency, double cap,
-             std::function<void()> done);
+             std::function<void()> done) {
+    start_on(intern(std::move(links)), bytes, latency, cap, std::move(done));
+  }
+  // The same over a route that outlives the flow (one from intern(), or the caller's own).
+  void start_on(const std::vector<int>& links, double bytes, Time latency, double cap,
+                std::function<void()> done);
+  // A stable copy of `links`: a network sees few distinct routes, so flows share them.
+  const std::vector<int>& intern(std::vector<int> links) {
+    return *routes_.insert(std::move(links)).first;
+  }
   std::size_t active() const { return flows_.size(); }
   void add_observer(FlowObserver* o) { observers_.push_back(o); }
 
  private:
   struct Flow {
-    std::vector<int> links;
+    const std::vector<int>* links = nullptr;
     double bytes = 0;
     double remaining = 0;
     double cap = std::numeric_limits<double>::infinity();
@@ -55,6 +67,9 @@ class FlowNetwork {
   EventKernel& kernel_;
   std::vector<double> capacity_;
   std::vector<Flow> flows_;
+  std::map<Time, std::vector<Flow>> waiting_;  // in their latency, by activation time
+  std::vector<Flow> finished_;
+  std::set<std::vector<int>> routes_;
   Time last_ = 0;
   std::uint64_t generation_ = 0;  // completion events of an older solution are stale
   bool solve_pending_ = false;
@@ -86,6 +101,15 @@ class CollectiveRun {
   void step_done();
   void step_end();
 
+  // A transfer's route and its latency (per-hop latencies, the protocol's step latency and the
+  // transport's message overhead on the network), the same for every step between two GPUs.
+  struct Hop {
+    const std::vector<int>* route = nullptr;
+    double alpha = 0;  // s
+    bool network = false;
+  };
+  const Hop& hop(const networks::Transfer& t);
+
   EventKernel& kernel_;
   FlowNetwork& net_;
   const networks::Topology& topo_;
@@ -98,6 +122,8 @@ class CollectiveRun {
   int pending_ = 0;
   Time step_start_ = 0;
   bool idle_at_start_ = false;
+  std::map<std::tuple<int, int, int>, Hop> hops_;
+  std::vector<int> route_;
 };
 
 }  // namespace dlsim::simulator

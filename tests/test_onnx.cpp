@@ -2,7 +2,7 @@
 // values), a GoogLeNet exported from the zoo and read back, and Debian's libonnx-testdata.
 
 #include <doctest/doctest.h>
-#include <onnx/onnx_pb.h>
+#include <dlsim_onnx/onnx.pb.h>
 
 #include <fmt/format.h>
 #include <cstdlib>
