@@ -20,10 +20,10 @@
 
 #include "model/onnx_import.hpp"
 
+#include <dlsim_onnx/onnx.pb.h>
 #include <fmt/format.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
-#include <dlsim_onnx/onnx.pb.h>
 #include <yaml-cpp/yaml.h>
 
 #include <bit>

@@ -200,7 +200,6 @@ class Ring : public CollectiveAlgorithm {
   }
 
  public:
-
   Schedule schedule(const CollectiveRequest& req, const Communicator& comm,
                     const hardware::ProtocolSpec& proto) const override {
     Schedule s;

@@ -124,8 +124,7 @@ class DesStep {
     if (n() > 1 && !checkpoints_.empty()) {
       if (started_backward_ == 0) ready_at_.assign(checkpoints_.size(), 0);
       for (std::size_t k = 0; k < checkpoints_.size(); ++k) {
-        ready_at_[k] =
-            std::max(ready_at_[k], g.backward_start + scaled(checkpoints_[k].offset, g));
+        ready_at_[k] = std::max(ready_at_[k], g.backward_start + scaled(checkpoints_[k].offset, g));
       }
       if (++started_backward_ == n()) {
         started_backward_ = 0;

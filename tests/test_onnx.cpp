@@ -1,8 +1,8 @@
 // ONNX import: models written here through the ONNX protobuf API (only weight dims, no
 // values), a GoogLeNet exported from the zoo and read back, and Debian's libonnx-testdata.
 
-#include <doctest/doctest.h>
 #include <dlsim_onnx/onnx.pb.h>
+#include <doctest/doctest.h>
 
 #include <fmt/format.h>
 #include <cstdlib>
