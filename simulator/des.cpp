@@ -212,7 +212,8 @@ class DesStep {
       return;
     }
     auto& run = run_for(*plan.protocol);
-    run.run(plan.schedule, [this, key] {
+    schedule_ = planner_.schedule(group_);
+    run.run(schedule_, [this, key] {
       measured_[key] = kernel_.now() - collective_start_;
       collective_done();
     });
@@ -307,6 +308,7 @@ class DesStep {
   bool busy_ = false;
   CommGroup group_;
   Time collective_start_ = 0;
+  networks::Schedule schedule_;  // of the collective in progress
   struct Runner {
     std::unique_ptr<FlowNetwork> net;
     std::unique_ptr<CollectiveRun> run;

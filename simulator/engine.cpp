@@ -16,10 +16,7 @@ const CollectivePlan& CollectivePlanner::plan(const CommGroup& group) {
       fail_at({}, "--strategy", fmt::format("'{}' cannot allreduce", setup_.resolved.strategy));
     }
   }
-  networks::CollectiveRequest req;
-  req.op = networks::CollectiveOp::kAllReduce;
-  req.size = Bytes(group.bytes);
-  req.ps = group.ps;
+  const auto req = request(group);
   auto p = std::make_unique<CollectivePlan>();
   const auto& library = setup_.cluster->library;
   for (const auto& proto : library.protocols) {
@@ -29,7 +26,6 @@ const CollectivePlan& CollectivePlanner::plan(const CommGroup& group) {
       p->model_time = t;
     }
   }
-  p->schedule = algorithm_->schedule(req, setup_.comm, *p->protocol);
   // The size-independent part: the same collective of one byte.
   networks::CollectiveRequest tiny = req;
   tiny.size = Bytes(1);
@@ -37,6 +33,19 @@ const CollectivePlan& CollectivePlanner::plan(const CommGroup& group) {
   p->latency = algorithm_->closed_form(tiny, setup_.comm, *p->protocol).time;
   slot = std::move(p);
   return *slot;
+}
+
+networks::CollectiveRequest CollectivePlanner::request(const CommGroup& group) const {
+  networks::CollectiveRequest req;
+  req.op = networks::CollectiveOp::kAllReduce;
+  req.size = Bytes(group.bytes);
+  req.ps = group.ps;
+  return req;
+}
+
+networks::Schedule CollectivePlanner::schedule(const CommGroup& group) {
+  const auto& p = plan(group);
+  return algorithm_->schedule(request(group), setup_.comm, *p.protocol);
 }
 
 Seconds CollectivePlanner::copy_time(double bytes) const {

@@ -43,7 +43,6 @@ struct CollectivePlan {
   const hardware::ProtocolSpec* protocol = nullptr;
   Seconds model_time;  // closed form
   Seconds latency;     // the closed form of the same collective at one byte
-  networks::Schedule schedule;
 };
 
 // Groups with the same size and parameter-server layout cost the same.
@@ -57,12 +56,16 @@ class CollectivePlanner {
   explicit CollectivePlanner(const StepSetup& setup) : setup_(setup) {}
   // Cached by size and parameter-server layout; the reference stays valid.
   const CollectivePlan& plan(const CommGroup& group);
+  // The plan's schedule, built on demand: a schedule lists every transfer of a step (thousands
+  // at scale), too many to keep for each of a step's group sizes.
+  networks::Schedule schedule(const CommGroup& group);
   // Memory-bound copy of `bytes` on a GPU (read and write).
   Seconds copy_time(double bytes) const;
 
  private:
   const StepSetup& setup_;
   std::unique_ptr<networks::CollectiveAlgorithm> algorithm_;
+  networks::CollectiveRequest request(const CommGroup& group) const;
   std::map<GroupKey, std::unique_ptr<CollectivePlan>> cache_;
 };
 

@@ -24,11 +24,17 @@ void FlowNetwork::start_on(const std::vector<int>& links, double bytes, Time lat
   // activation event.
   const Time at = kernel_.now() + latency;
   auto [it, added] = waiting_.try_emplace(at);
+  if (added && !spare_.empty()) {
+    it->second.swap(spare_.back());  // a list with room, from an earlier instant
+    spare_.pop_back();
+  }
   it->second.push_back(std::move(f));
   if (added) {
     kernel_.at(at, [this, at] {
       auto node = waiting_.extract(at);
       for (auto& w : node.mapped()) activate(std::move(w));
+      node.mapped().clear();
+      spare_.push_back(std::move(node.mapped()));
     });
   }
 }

@@ -68,6 +68,7 @@ class FlowNetwork {
   std::vector<double> capacity_;
   std::vector<Flow> flows_;
   std::map<Time, std::vector<Flow>> waiting_;  // in their latency, by activation time
+  std::vector<std::vector<Flow>> spare_;       // emptied lists of waiting_, kept for their room
   std::vector<Flow> finished_;
   std::set<std::vector<int>> routes_;
   Time last_ = 0;
