@@ -333,12 +333,14 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
   p.events = run.events;
   if (o.gpus > 1 && !job.gradient_bytes.empty()) {
     // What bounds the largest exchange: its collective executed alone, phase by phase.
+    // The largest of: the largest tensor (one above the fusion threshold or bucket cap travels
+    // alone) and a full fusion buffer or bucket.
     networks::CollectiveRequest req;
     req.size = Bytes(*std::max_element(job.gradient_bytes.begin(), job.gradient_bytes.end()));
-    if (setup.resolved.params.fusion_threshold) {
-      req.size = std::min(*setup.resolved.params.fusion_threshold, Bytes(p.gradient_bytes));
-    } else if (setup.resolved.params.bucket_cap) {
-      req.size = std::min(*setup.resolved.params.bucket_cap, Bytes(p.gradient_bytes));
+    if (const auto& buffer = setup.resolved.params.fusion_threshold
+                                 ? setup.resolved.params.fusion_threshold
+                                 : setup.resolved.params.bucket_cap) {
+      req.size = std::max(req.size, std::min(*buffer, Bytes(p.gradient_bytes)));
     }
     req.ps = setup.resolved.ps;
     const auto r = networks::run_collective(req, setup.comm, setup.resolved.strategy);
