@@ -63,6 +63,7 @@ class Hierarchical : public CollectiveAlgorithm {
     if (p.g > 1) {
       const double block = S / (p.g * p.c);
       Phase ring;
+      ring.pipelined = true;
       for (const auto& r : p.intra) {
         Rings used{{r.orders.begin(), r.orders.begin() + p.c}};
         auto part = ring_phase(comm, used, block, true);
@@ -93,6 +94,7 @@ class Hierarchical : public CollectiveAlgorithm {
     if (p.nodes < 2) return;
     const double block = bytes / p.nodes;
     Phase ph;
+    ph.pipelined = true;
     for (const auto& col : p.columns) {
       for (std::size_t i = 0; i < col.size(); ++i) {
         ph.transfers.push_back(

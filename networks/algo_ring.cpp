@@ -155,6 +155,7 @@ Rings build_rings(const Communicator& comm, int max_channels) {
 
 Phase ring_phase(const Communicator& comm, const Rings& rings, double bytes, bool closed) {
   Phase p;
+  p.pipelined = true;
   for (int c = 0; c < rings.channels(); ++c) {
     const auto& order = rings.orders[c];
     const int n = static_cast<int>(order.size());

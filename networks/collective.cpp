@@ -94,12 +94,17 @@ StepCost step_cost(const Communicator& comm, const Phase& phase,
   StepCoster coster(*comm.topo, proto, comm.topo->cluster().network.transport);
   const auto& costs = coster.costs(phase);
   StepCost c;
+  double alpha_sum = 0;
+  int active = 0;
   for (std::size_t i = 0; i < costs.size(); ++i) {
     if (!costs[i].active()) continue;
     c.alpha = std::max(c.alpha, costs[i].alpha);
+    alpha_sum += costs[i].alpha;
+    ++active;
     c.wire = std::max(c.wire, costs[i].wire);
     c.beta = std::max(c.beta, costs[i].wire / phase.transfers[i].bytes);
   }
+  if (phase.pipelined && active > 0) c.alpha = alpha_sum / active;
   return c;
 }
 

@@ -70,9 +70,20 @@ Execution execute(const Schedule& schedule, const Topology& topo,
     const double reduce = phase.reduce_bytes / phase.reduce_bandwidth.value();
     double step = 0;
     std::string bottleneck;
-    for (const auto& c : coster.costs(phase)) {
+    const auto& costs = coster.costs(phase);
+    // A pipelined phase: every transfer's step is charged the mean alpha (see Phase::pipelined).
+    double mean_alpha = 0;
+    int active = 0;
+    for (const auto& c : costs) {
       if (!c.active()) continue;
-      const double time = c.alpha + (phase.overlap_reduce ? std::max(c.wire, reduce) : c.wire);
+      mean_alpha += c.alpha;
+      ++active;
+    }
+    if (active > 0) mean_alpha /= active;
+    for (const auto& c : costs) {
+      if (!c.active()) continue;
+      const double alpha = phase.pipelined ? mean_alpha : c.alpha;
+      const double time = alpha + (phase.overlap_reduce ? std::max(c.wire, reduce) : c.wire);
       if (time <= step) continue;
       step = time;
       if (phase.overlap_reduce && reduce > c.wire) {

@@ -33,6 +33,11 @@ struct Phase {
   // true: the reduction is fused with the copy and overlaps it (NCCL's kernels); false: it
   // starts when the step's data has arrived (a parameter server summing in host memory).
   bool overlap_reduce = true;
+  // true: consecutive steps chain through ring neighbours and chunks pipeline around the ring
+  // (NCCL rings), so a step adds the mean of its transfers' alpha, not the largest: the last
+  // chunk's path crosses each hop in turn, network hops and intra-node hops alike
+  // (docs/networks.md, "Pipelined ring latency").
+  bool pipelined = false;
 };
 
 struct Schedule {

@@ -164,6 +164,10 @@ void CollectiveRun::start_step() {
   const double reduce_s = phase.reduce_bytes / phase.reduce_bandwidth.value();
   const auto cap = topo_.per_flow_cap();
   pending_ = 1;  // held until every flow is started
+  // A pipelined (ring) step: the flows move their bytes at once and the step then adds the
+  // mean of their alphas (networks::Phase::pipelined); otherwise each flow waits its own alpha.
+  double alpha_sum = 0;
+  int active = 0;
   for (const auto& t : phase.transfers) {
     if (t.src == t.dst || t.bytes <= 0) continue;
     const Hop& h = hop(t);
@@ -171,10 +175,13 @@ void CollectiveRun::start_step() {
     if (phase.overlap_reduce && reduce_s > 0) flow_cap = t.bytes / reduce_s;
     if (cap && h.network) flow_cap = std::min(flow_cap, cap->value() * proto_.bandwidth_fraction);
     ++pending_;
-    net_.start_on(*h.route, t.bytes, to_time(h.alpha), flow_cap, [this] {
+    alpha_sum += h.alpha;
+    ++active;
+    net_.start_on(*h.route, t.bytes, phase.pipelined ? 0 : to_time(h.alpha), flow_cap, [this] {
       if (--pending_ == 0) step_done();
     });
   }
+  step_latency_ = phase.pipelined && active > 0 ? to_time(alpha_sum / active) : 0;
   if (--pending_ == 0) step_done();
 }
 
@@ -195,10 +202,13 @@ const CollectiveRun::Hop& CollectiveRun::hop(const networks::Transfer& t) {
 
 void CollectiveRun::step_done() {
   const auto& phase = schedule_->phases[phase_];
+  Time after = step_latency_;
   if (!phase.overlap_reduce && phase.reduce_bytes > 0) {
     // A reduction after the data arrived (a parameter server summing in host memory).
-    kernel_.after(to_time(phase.reduce_bytes / phase.reduce_bandwidth.value()),
-                  [this] { step_end(); });
+    after += to_time(phase.reduce_bytes / phase.reduce_bandwidth.value());
+  }
+  if (after > 0) {
+    kernel_.after(after, [this] { step_end(); });
   } else {
     step_end();
   }

@@ -123,6 +123,7 @@ class CollectiveRun {
   int pending_ = 0;
   Time step_start_ = 0;
   bool idle_at_start_ = false;
+  Time step_latency_ = 0;  // a pipelined step's mean alpha, added when its flows are done
   std::map<std::tuple<int, int, int>, Hop> hops_;
   std::vector<int> route_;
 };
