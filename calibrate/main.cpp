@@ -1,23 +1,143 @@
-// dlcalibrate: measures a cluster (kernels, memory, links, collectives) and fits the hardware
-// profile dlsim reads. The measurement commands arrive with the calibration subsystem; this
-// program currently states its interface.
+// dlcalibrate: measures a cluster (kernels, memory, links, collectives) and fits the model's
+// parameters (docs/calibrate.md). This version imports the results sites already have
+// (nccl-tests, OSU micro-benchmarks) into dlcalibrate results files and fits them.
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
-#include <iostream>
 
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "calibrate/fit.hpp"
+#include "calibrate/import.hpp"
+#include "calibrate/results.hpp"
+#include "common/error.hpp"
+#include "common/output.hpp"
+#include "common/units.hpp"
 #include "common/version.hpp"
 
+namespace {
+
+namespace cal = dlsim::calibrate;
+
+std::string command_line(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  return s;
+}
+
+void add_import(CLI::App& app, const std::string& command) {
+  auto* imp = app.add_subcommand("import", "Turn nccl-tests or OSU output into a results file");
+  imp->require_subcommand(1);
+  struct Opt {
+    std::string file, out = "-";
+  };
+  auto opt = std::make_shared<Opt>();
+  auto add = [&](const char* name, const char* help, cal::Results (*fn)(const std::string&)) {
+    auto* c = imp->add_subcommand(name, help);
+    c->add_option("FILE", opt->file, "The benchmark's output")->required();
+    c->add_option("-o,--output", opt->out, "Results file to write (JSON Lines; - for stdout)");
+    c->callback([opt, fn, command] {
+      auto r = fn(opt->file);
+      r.provenance.command = command;
+      dlsim::write_output(opt->out, cal::to_jsonl(r));
+    });
+  };
+  add("nccl-tests", "nccl-tests text output (any version) or its -J JSON", cal::import_nccl_tests);
+  add("osu", "OSU micro-benchmarks output (latency, bandwidth, collectives)", cal::import_osu);
+}
+
+std::string show_table(const std::vector<cal::Results>& all, const std::vector<std::string>& files,
+                       double min_bytes) {
+  std::ostringstream o;
+  std::vector<cal::Measurement> ms;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const auto& r = all[i];
+    o << fmt::format("# {}: {} ({} records){}\n", files[i], r.provenance.tool,
+                     r.measurements.size(),
+                     r.provenance.source.empty() ? "" : ", from " + r.provenance.source);
+    ms.insert(ms.end(), r.measurements.begin(), r.measurements.end());
+  }
+  for (const auto& f : cal::fit_series(ms, min_bytes)) {
+    const auto& s = f.series;
+    o << fmt::format("\n{} {} ranks={} nodes={}{}\n", s.op, s.backend, s.ranks, s.nodes,
+                     s.variant.empty() ? "" : " " + s.variant);
+    for (const auto& g : f.fit.regimes) {
+      o << fmt::format(
+          "  fit {} .. {}: alpha {:.3f} us, bandwidth {:.3f} GB/s, R^2 {:.5f}, worst error "
+          "{:.2f} % at {}\n",
+          dlsim::format_bytes(dlsim::Bytes(g.min_bytes)),
+          dlsim::format_bytes(dlsim::Bytes(g.max_bytes)), g.alpha * 1e6, g.bandwidth() / 1e9, g.r2,
+          g.worst_relative_error * 100, dlsim::format_bytes(dlsim::Bytes(g.worst_at_bytes)));
+    }
+    o << fmt::format("  {:>14} {:>12} {:>12} {:>12} {:>9}\n", "size_bytes", "time_us", "fit_us",
+                     "busbw_GBps", "error_%");
+    const double factor = cal::bus_factor(s.op, s.ranks);
+    for (std::size_t i = 0; i < s.bytes.size(); ++i) {
+      o << fmt::format("  {:>14.0f} {:>12.3f} {:>12.3f} {:>12.3f} {:>+9.2f}\n", s.bytes[i],
+                       s.seconds[i] * 1e6, f.fit.time(s.bytes[i]) * 1e6,
+                       s.bytes[i] / s.seconds[i] * factor / 1e9, f.relative_errors[i] * 100);
+    }
+    if (f.fit.worst_relative_error() > 0.1) {
+      o << fmt::format("  warning: the fit misses a measurement by {:.1f} % (over 10 %)\n",
+                       f.fit.worst_relative_error() * 100);
+    }
+  }
+  for (const auto& r : all) {
+    if (r.provenance.load_before && *r.provenance.load_before > 1.0) {
+      o << fmt::format("warning: load average {:.2f} before the run: the machine was busy\n",
+                       *r.provenance.load_before);
+    }
+  }
+  return o.str();
+}
+
+void add_show(CLI::App& app) {
+  auto* c = app.add_subcommand(
+      "show", "Measurements per series and their alpha-beta fits (time, fit, busbw, error)");
+  struct Opt {
+    std::vector<std::string> files;
+    std::string min_bytes = "0B";
+    std::string out = "-";
+  };
+  auto opt = std::make_shared<Opt>();
+  c->add_option("RESULTS", opt->files, "Results files (JSON Lines)")->required();
+  c->add_option("--min-bytes", opt->min_bytes, "Leave smaller sizes out of the fits (e.g. 64KiB)");
+  c->add_option("-o,--output", opt->out, "Write the report to this file (- for stdout)");
+  c->callback([opt] {
+    const double min_bytes = dlsim::parse_bytes(opt->min_bytes).value();
+    std::vector<cal::Results> all;
+    for (const auto& f : opt->files) all.push_back(cal::read_results(f));
+    dlsim::write_output(opt->out, show_table(all, opt->files, min_bytes));
+  });
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  CLI::App app{
-      "dlcalibrate: measure a GPU cluster and write the hardware profile dlsim reads.\n"
-      "No measurement commands are available in this version of dlsim."};
+  CLI::App app{"dlcalibrate: measure a GPU cluster and fit the hardware profile dlsim reads"};
   app.set_version_flag("--version", std::string("dlcalibrate ") + dlsim::kVersion);
+  app.require_subcommand(1);
+  add_import(app, command_line(argc, argv));
+  add_show(app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    std::cerr << "dlcalibrate: error: " << e.what() << " (see dlcalibrate --help)\n";
+    return 2;
+  } catch (const dlsim::InputError& e) {
+    std::cerr << "dlcalibrate: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "dlcalibrate: internal error: " << e.what() << "\n";
+    return 3;
   }
-  std::cout << app.help();
   return 0;
 }

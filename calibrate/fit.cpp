@@ -1,0 +1,219 @@
+#include "calibrate/fit.hpp"
+
+#include <fmt/format.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <tuple>
+
+#include "common/error.hpp"
+
+namespace dlsim::calibrate {
+namespace {
+
+// Squared relative residual sum of alpha + beta s against t.
+double sse(const AlphaBeta& f, const double* s, const double* t, std::size_t n) {
+  double e = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double r = (f.time(s[i]) - t[i]) / t[i];
+    e += r * r;
+  }
+  return e;
+}
+
+AlphaBeta solve(const double* s, const double* t, std::size_t n) {
+  // Rows (1/t_i, s_i/t_i) [alpha beta]^T = 1: relative residuals.
+  Eigen::MatrixXd a(static_cast<Eigen::Index>(n), 2);
+  Eigen::VectorXd b = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(n));
+  for (std::size_t i = 0; i < n; ++i) {
+    a(static_cast<Eigen::Index>(i), 0) = 1.0 / t[i];
+    a(static_cast<Eigen::Index>(i), 1) = s[i] / t[i];
+  }
+  Eigen::Vector2d x = a.colPivHouseholderQr().solve(b);
+  AlphaBeta f;
+  f.alpha = x(0);
+  f.beta = x(1);
+  if (f.alpha < 0 || f.beta < 0) {
+    // Clamp the negative one to zero and refit the other alone.
+    const bool drop_alpha = f.alpha < 0;
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double col = drop_alpha ? s[i] / t[i] : 1.0 / t[i];
+      num += col;
+      den += col * col;
+    }
+    const double v = den > 0 ? num / den : 0;
+    f.alpha = drop_alpha ? 0 : v;
+    f.beta = drop_alpha ? v : 0;
+  }
+  f.points = n;
+  f.min_bytes = *std::min_element(s, s + n);
+  f.max_bytes = *std::max_element(s, s + n);
+  double mean = 0;
+  for (std::size_t i = 0; i < n; ++i) mean += t[i];
+  mean /= static_cast<double>(n);
+  double ss_res = 0, ss_tot = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double r = f.time(s[i]) - t[i];
+    ss_res += r * r;
+    ss_tot += (t[i] - mean) * (t[i] - mean);
+    const double rel = std::abs(r) / t[i];
+    if (rel > f.worst_relative_error) {
+      f.worst_relative_error = rel;
+      f.worst_at_bytes = s[i];
+    }
+  }
+  f.r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
+  return f;
+}
+
+void check_points(const std::vector<double>& bytes, const std::vector<double>& seconds) {
+  if (bytes.size() != seconds.size()) fail_at({}, "fit", "sizes and times differ in number");
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (!(seconds[i] > 0) || !(bytes[i] >= 0)) {
+      fail_at({}, "fit", fmt::format("point {} has a non-positive time or negative size", i));
+    }
+    if (i > 0 && bytes[i] < bytes[i - 1]) fail_at({}, "fit", "sizes must be increasing");
+  }
+}
+
+}  // namespace
+
+AlphaBeta fit_alpha_beta(const std::vector<double>& bytes, const std::vector<double>& seconds) {
+  check_points(bytes, seconds);
+  if (bytes.size() < 2 || bytes.front() == bytes.back()) {
+    fail_at({}, "fit", "needs at least two points of different sizes");
+  }
+  return solve(bytes.data(), seconds.data(), bytes.size());
+}
+
+double PiecewiseFit::time(double bytes) const {
+  for (std::size_t i = 0; i + 1 < regimes.size(); ++i) {
+    // Between two regimes' ranges: the boundary is midway (geometrically) between them.
+    const double edge = std::sqrt(regimes[i].max_bytes * regimes[i + 1].min_bytes);
+    if (bytes < edge) return regimes[i].time(bytes);
+  }
+  return regimes.back().time(bytes);
+}
+
+double PiecewiseFit::worst_relative_error() const {
+  double w = 0;
+  for (const auto& r : regimes) w = std::max(w, r.worst_relative_error);
+  return w;
+}
+
+PiecewiseFit fit_piecewise(const std::vector<double>& bytes, const std::vector<double>& seconds,
+                           int max_regimes, std::size_t min_points, double min_gain) {
+  check_points(bytes, seconds);
+  const std::size_t n = bytes.size();
+  if (n < 2 || bytes.front() == bytes.back()) {
+    fail_at({}, "fit", "needs at least two points of different sizes");
+  }
+  min_points = std::max<std::size_t>(min_points, 2);
+  // Dynamic programme over split points: best[k][j] = least error of the first j points in k
+  // pieces.
+  const auto k_max = static_cast<std::size_t>(std::max(1, max_regimes));
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(k_max + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<std::size_t>> from(k_max + 1, std::vector<std::size_t>(n + 1, 0));
+  auto piece_error = [&](std::size_t i, std::size_t j) {  // points [i, j)
+    if (j - i < min_points || bytes[i] == bytes[j - 1]) return inf;
+    const auto f = solve(bytes.data() + i, seconds.data() + i, j - i);
+    return sse(f, bytes.data() + i, seconds.data() + i, j - i);
+  };
+  best[0][0] = 0;
+  for (std::size_t k = 1; k <= k_max; ++k) {
+    for (std::size_t j = 1; j <= n; ++j) {
+      for (std::size_t i = 0; i < j; ++i) {
+        if (!std::isfinite(best[k - 1][i])) continue;
+        const double e = best[k - 1][i] + piece_error(i, j);
+        if (e < best[k][j]) {
+          best[k][j] = e;
+          from[k][j] = i;
+        }
+      }
+    }
+  }
+  // Fewest pieces whose error is not improved on by min_gain by one more.
+  std::size_t k = 1;
+  if (!std::isfinite(best[1][n])) {
+    // Too few points for one piece of min_points: fit them all.
+    PiecewiseFit f;
+    f.regimes.push_back(solve(bytes.data(), seconds.data(), n));
+    return f;
+  }
+  // A fit already within 0.1 % RMS relative error needs no further piece.
+  const double good_enough = 1e-6 * static_cast<double>(n);
+  while (k < k_max && best[k][n] > good_enough && std::isfinite(best[k + 1][n]) &&
+         best[k + 1][n] < (1.0 - min_gain) * best[k][n]) {
+    ++k;
+  }
+  PiecewiseFit f;
+  std::size_t j = n;
+  for (std::size_t piece = k; piece > 0; --piece) {
+    const std::size_t i = from[piece][j];
+    f.regimes.push_back(solve(bytes.data() + i, seconds.data() + i, j - i));
+    j = i;
+  }
+  std::reverse(f.regimes.begin(), f.regimes.end());
+  return f;
+}
+
+std::vector<Series> group_series(const std::vector<Measurement>& measurements) {
+  using Key = std::tuple<std::string, std::string, int, int, std::string>;
+  std::map<Key, std::map<double, std::vector<double>>> points;
+  for (const auto& m : measurements) {
+    std::string variant;
+    for (const char* k : {"algorithm", "protocol", "direction", "peer"}) {
+      if (auto it = m.params.find(k); it != m.params.end()) {
+        variant += fmt::format("{}{}={}", variant.empty() ? "" : " ", k, it->second);
+      }
+    }
+    points[{m.op, m.backend, m.ranks, m.nodes, variant}][m.bytes].push_back(m.median_s());
+  }
+  std::vector<Series> out;
+  for (const auto& [key, by_size] : points) {
+    Series s;
+    std::tie(s.op, s.backend, s.ranks, s.nodes, s.variant) = key;
+    for (const auto& [b, ts] : by_size) {
+      // Repeated sizes (several runs): their median.
+      auto v = ts;
+      std::sort(v.begin(), v.end());
+      const std::size_t h = v.size() / 2;
+      s.bytes.push_back(b);
+      s.seconds.push_back(v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]));
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<SeriesFit> fit_series(const std::vector<Measurement>& measurements, double min_bytes) {
+  std::vector<SeriesFit> out;
+  for (auto& s : group_series(measurements)) {
+    Series kept = s;
+    kept.bytes.clear();
+    kept.seconds.clear();
+    for (std::size_t i = 0; i < s.bytes.size(); ++i) {
+      if (s.bytes[i] >= min_bytes && s.bytes[i] > 0) {
+        kept.bytes.push_back(s.bytes[i]);
+        kept.seconds.push_back(s.seconds[i]);
+      }
+    }
+    if (kept.bytes.size() < 2 || kept.bytes.front() == kept.bytes.back()) continue;
+    SeriesFit f;
+    f.fit = fit_piecewise(kept.bytes, kept.seconds);
+    for (std::size_t i = 0; i < kept.bytes.size(); ++i) {
+      f.relative_errors.push_back((f.fit.time(kept.bytes[i]) - kept.seconds[i]) / kept.seconds[i]);
+    }
+    f.series = std::move(kept);
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace dlsim::calibrate

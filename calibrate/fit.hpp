@@ -1,0 +1,68 @@
+#pragma once
+// Fitting measured times (docs/calibrate.md, "Fitting"). A link or a collective is described by
+// the alpha-beta model t(s) = alpha + beta s (Hockney 1994, "The communication challenge for MPP:
+// Intel Paragon and Meiko CS-2", Parallel Computing 20(3)); where the curve has a protocol change
+// (NCCL LL -> LL128 -> Simple, MPI eager -> rendezvous) it is fitted piecewise, one alpha-beta per
+// regime. Least squares on relative residuals, (alpha + beta s_i - t_i) / t_i, so microsecond and
+// second timings weigh alike, solved with Eigen.
+
+#include <string>
+#include <vector>
+
+#include "calibrate/results.hpp"
+
+namespace dlsim::calibrate {
+
+struct AlphaBeta {
+  double alpha = 0;  // s
+  double beta = 0;   // s/B
+  // Quality over the points fitted: R^2 of the times, and the largest |relative residual|.
+  double r2 = 0;
+  double worst_relative_error = 0;
+  double worst_at_bytes = 0;  // B
+  std::size_t points = 0;
+  double min_bytes = 0, max_bytes = 0;  // B, the range fitted
+
+  double time(double bytes) const { return alpha + beta * bytes; }  // s
+  double bandwidth() const { return beta > 0 ? 1.0 / beta : 0; }    // B/s
+};
+
+// Weighted least squares over (bytes, seconds) points; needs 2 points of different sizes.
+// alpha and beta are kept non-negative (a negative intercept is refitted through the origin).
+AlphaBeta fit_alpha_beta(const std::vector<double>& bytes, const std::vector<double>& seconds);
+
+// Up to `max_regimes` alpha-beta pieces over contiguous size ranges (each of at least
+// `min_points` points), breakpoints chosen to minimise the total squared relative residual; a
+// further piece is kept only if it reduces that total by at least `min_gain` (relative) and
+// the fit so far is off by more than 0.1 % RMS.
+struct PiecewiseFit {
+  std::vector<AlphaBeta> regimes;  // by increasing size
+  // s at `bytes`: the regime whose range holds it (below the first: the first; above: the last).
+  double time(double bytes) const;
+  double worst_relative_error() const;
+};
+PiecewiseFit fit_piecewise(const std::vector<double>& bytes, const std::vector<double>& seconds,
+                           int max_regimes = 3, std::size_t min_points = 3, double min_gain = 0.25);
+
+// One series: every measurement of one op, backend, rank and node count (and params that set
+// the regime: algorithm, protocol, direction), by increasing size, median times.
+struct Series {
+  std::string op, backend;
+  int ranks = 1, nodes = 1;
+  std::string variant;  // "algorithm=ring protocol=Simple", "" when none
+  std::vector<double> bytes, seconds;
+};
+std::vector<Series> group_series(const std::vector<Measurement>& measurements);
+
+struct SeriesFit {
+  Series series;
+  PiecewiseFit fit;
+  // Per point: relative error of the fit, (fit - measured) / measured.
+  std::vector<double> relative_errors;
+};
+// Fits every series with at least 2 sizes; points below `min_bytes` are left out of the fit
+// (latency-bound sizes are fitted separately by the regimes above them otherwise).
+std::vector<SeriesFit> fit_series(const std::vector<Measurement>& measurements,
+                                  double min_bytes = 0);
+
+}  // namespace dlsim::calibrate

@@ -1,0 +1,288 @@
+#include "calibrate/results.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "networks/collective.hpp"
+
+namespace dlsim::calibrate {
+namespace {
+
+constexpr const char* kTrailerKind = "dlcalibrate-trailer";
+
+double nth(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  // The median of an even count is the mean of the middle two.
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(pos);
+  const auto hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+template <typename T>
+T get(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key)) fail_at({where}, key, "missing");
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    fail_at({where}, key, fmt::format("has the wrong type ({})", j.at(key).type_name()));
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& known_ops() {
+  static const std::vector<std::string> ops = {
+      "allreduce",     "allgather",       "reducescatter", "broadcast", "reduce",
+      "alltoall",      "p2p_latency",     "p2p_bandwidth", "gemm",      "conv_fwd",
+      "conv_bwd_data", "conv_bwd_filter", "copy",          "triad",     "launch"};
+  return ops;
+}
+
+double bus_factor(const std::string& op, int ranks) {
+  if (const auto c = networks::parse_op(op)) return networks::busbw_factor(*c, ranks);
+  return 1.0;
+}
+
+double Measurement::min_s() const {
+  return samples_s.empty() ? 0 : *std::min_element(samples_s.begin(), samples_s.end());
+}
+double Measurement::median_s() const { return nth(samples_s, 0.5); }
+double Measurement::max_s() const {
+  return samples_s.empty() ? 0 : *std::max_element(samples_s.begin(), samples_s.end());
+}
+double Measurement::algbw() const {
+  const double t = median_s();
+  return bytes > 0 && t > 0 ? bytes / t : 0;
+}
+double Measurement::busbw() const { return algbw() * bus_factor(op, ranks); }
+double Measurement::flop_rate() const {
+  const double t = median_s();
+  return flops > 0 && t > 0 ? flops / t : 0;
+}
+
+nlohmann::json to_json(const Provenance& p) {
+  nlohmann::json j = {{"tool", p.tool},
+                      {"command", p.command},
+                      {"date", p.date},
+                      {"hosts", p.hosts},
+                      {"source", p.source},
+                      {"versions", p.versions},
+                      {"environment", p.environment},
+                      {"devices", p.devices},
+                      {"notes", p.notes}};
+  if (p.load_before) j["load_average_before"] = *p.load_before;
+  if (p.load_after) j["load_average_after"] = *p.load_after;
+  return j;
+}
+
+nlohmann::json to_json(const Measurement& m) {
+  nlohmann::json j = {
+      {"op", m.op},       {"backend", m.backend}, {"ranks", m.ranks},        {"nodes", m.nodes},
+      {"bytes", m.bytes}, {"dtype", m.dtype},     {"samples_s", m.samples_s}};
+  if (m.flops > 0) j["flops"] = m.flops;
+  if (!m.shape.empty()) j["shape"] = m.shape;
+  if (!m.params.empty()) j["params"] = m.params;
+  // Derived values, for readers of the file; recomputed from the samples when read.
+  j["time_s"] = {{"min", m.min_s()}, {"median", m.median_s()}, {"max", m.max_s()}};
+  if (m.bytes > 0) {
+    j["algbw_bytes_per_s"] = m.algbw();
+    j["busbw_bytes_per_s"] = m.busbw();
+  }
+  if (m.flops > 0) j["flop_per_s"] = m.flop_rate();
+  return j;
+}
+
+Provenance provenance_from_json(const nlohmann::json& j, const std::string& file) {
+  const std::string where = file + ":1";
+  Provenance p;
+  p.tool = get<std::string>(j, "tool", where);
+  p.command = j.value("command", "");
+  p.date = j.value("date", "");
+  p.source = j.value("source", "");
+  if (j.contains("hosts")) p.hosts = get<std::vector<std::string>>(j, "hosts", where);
+  for (const char* k : {"versions", "environment", "devices"}) {
+    if (!j.contains(k)) continue;
+    auto m = get<std::map<std::string, std::string>>(j, k, where);
+    (k[0] == 'v' ? p.versions : k[0] == 'e' ? p.environment : p.devices) = std::move(m);
+  }
+  if (j.contains("notes")) p.notes = get<std::vector<std::string>>(j, "notes", where);
+  if (j.contains("load_average_before")) {
+    p.load_before = get<double>(j, "load_average_before", where);
+  }
+  if (j.contains("load_average_after")) p.load_after = get<double>(j, "load_average_after", where);
+  return p;
+}
+
+Measurement measurement_from_json(const nlohmann::json& j, const std::string& file, int line) {
+  const std::string where = fmt::format("{}:{}", file, line);
+  if (!j.is_object()) fail_at({where}, "", "expected a JSON object");
+  static const std::vector<std::string> keys = {"op",
+                                                "backend",
+                                                "ranks",
+                                                "nodes",
+                                                "bytes",
+                                                "dtype",
+                                                "samples_s",
+                                                "flops",
+                                                "shape",
+                                                "params",
+                                                "time_s",
+                                                "algbw_bytes_per_s",
+                                                "busbw_bytes_per_s",
+                                                "flop_per_s"};
+  for (const auto& [k, v] : j.items()) {
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
+      fail_at({where}, k, "unknown key" + did_you_mean(k, keys));
+    }
+  }
+  Measurement m;
+  m.op = get<std::string>(j, "op", where);
+  if (std::find(known_ops().begin(), known_ops().end(), m.op) == known_ops().end()) {
+    fail_at({where}, "op",
+            fmt::format("unknown operation '{}'{}", m.op, did_you_mean(m.op, known_ops())));
+  }
+  m.backend = get<std::string>(j, "backend", where);
+  m.ranks = get<int>(j, "ranks", where);
+  m.nodes = get<int>(j, "nodes", where);
+  m.bytes = get<double>(j, "bytes", where);
+  m.dtype = j.value("dtype", "float32");
+  m.samples_s = get<std::vector<double>>(j, "samples_s", where);
+  if (j.contains("flops")) m.flops = get<double>(j, "flops", where);
+  if (j.contains("shape")) m.shape = get<std::string>(j, "shape", where);
+  if (j.contains("params")) {
+    m.params = get<std::map<std::string, std::string>>(j, "params", where);
+  }
+  if (m.ranks < 1) fail_at({where}, "ranks", "must be at least 1");
+  if (m.nodes < 1 || m.nodes > m.ranks) fail_at({where}, "nodes", "must be 1 ... ranks");
+  if (m.bytes < 0) fail_at({where}, "bytes", "must not be negative");
+  if (m.samples_s.empty()) fail_at({where}, "samples_s", "has no samples");
+  for (double s : m.samples_s) {
+    if (!(s > 0)) fail_at({where}, "samples_s", "every sample must be a positive time in s");
+  }
+  return m;
+}
+
+Results read_results(const std::string& path, bool tolerate_truncated_tail) {
+  std::ifstream in(path);
+  if (!in) fail_at({path}, "", "cannot open the results file");
+  Results r;
+  std::string text;
+  int line_no = 0;
+  bool header = false;
+  std::vector<std::string> lines;
+  while (std::getline(in, text)) lines.push_back(text);
+  // A file whose last byte is not a newline was cut short while a record was written.
+  in.clear();
+  const bool ends_with_newline = [&] {
+    std::ifstream tail(path, std::ios::binary);
+    tail.seekg(0, std::ios::end);
+    if (tail.tellg() <= 0) return true;
+    tail.seekg(-1, std::ios::end);
+    return tail.get() == '\n';
+  }();
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    line_no = static_cast<int>(i) + 1;
+    const auto& l = lines[i];
+    if (l.empty()) continue;
+    const bool last = i + 1 == lines.size();
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(l);
+    } catch (const nlohmann::json::parse_error&) {
+      if (last && !ends_with_newline && tolerate_truncated_tail && header) break;
+      fail_at({path, line_no}, "",
+              last && !ends_with_newline
+                  ? "the last record is cut short (an interrupted run; --resume re-measures it)"
+                  : "not a JSON record");
+    }
+    if (!header) {
+      if (!j.is_object() || j.value("kind", "") != kResultsKind) {
+        fail_at({path, line_no}, "kind",
+                fmt::format("not a dlcalibrate results file (the first line must be a '{}' "
+                            "header)",
+                            kResultsKind));
+      }
+      const int version = j.value("format_version", 0);
+      if (version != kResultsFormatVersion) {
+        fail_at({path, line_no}, "format_version",
+                fmt::format("{} is not the version this dlcalibrate reads ({})", version,
+                            kResultsFormatVersion));
+      }
+      if (!j.contains("provenance")) fail_at({path, line_no}, "provenance", "missing");
+      r.provenance = provenance_from_json(j["provenance"], path);
+      header = true;
+      continue;
+    }
+    if (j.is_object() && j.value("kind", "") == kTrailerKind) {
+      if (j.contains("load_average_after")) r.provenance.load_after = j["load_average_after"];
+      if (j.contains("notes")) {
+        for (const auto& n : j["notes"]) r.provenance.notes.push_back(n.get<std::string>());
+      }
+      continue;
+    }
+    r.measurements.push_back(measurement_from_json(j, path, line_no));
+  }
+  if (!header) fail_at({path}, "", "empty results file (no header)");
+  return r;
+}
+
+ResultsWriter::ResultsWriter(const std::string& path, const Provenance& provenance, bool append)
+    : path_(path) {
+  namespace fs = std::filesystem;
+  if (fs::exists(path)) {
+    if (!append) {
+      fail_at({path}, "", "already exists (use --resume to continue it, or another name)");
+    }
+    read_results(path, true);  // checks the header; a cut-short last record is dropped below
+    // Drop a cut-short last record so the next record starts on its own line.
+    std::ifstream in(path, std::ios::binary);
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!all.empty() && all.back() != '\n') {
+      all.erase(all.rfind('\n') + 1);
+      std::ofstream rewrite(path, std::ios::binary | std::ios::trunc);
+      rewrite << all;
+    }
+    out_.open(path, std::ios::app);
+  } else {
+    out_.open(path);
+    if (out_) {
+      out_ << nlohmann::json{{"kind", kResultsKind},
+                             {"format_version", kResultsFormatVersion},
+                             {"provenance", to_json(provenance)}}
+                  .dump()
+           << '\n'
+           << std::flush;
+    }
+  }
+  if (!out_) fail_at({path}, "", "cannot write the results file");
+}
+
+void ResultsWriter::add(const Measurement& m) {
+  out_ << to_json(m).dump() << '\n' << std::flush;
+  if (!out_) fail_at({path_}, "", "write failed");
+}
+
+void ResultsWriter::finish(const Provenance& p) {
+  nlohmann::json j = {{"kind", kTrailerKind}, {"notes", p.notes}};
+  if (p.load_after) j["load_average_after"] = *p.load_after;
+  out_ << j.dump() << '\n' << std::flush;
+}
+
+std::string to_jsonl(const Results& r) {
+  std::ostringstream o;
+  o << nlohmann::json{{"kind", kResultsKind},
+                      {"format_version", kResultsFormatVersion},
+                      {"provenance", to_json(r.provenance)}}
+           .dump()
+    << '\n';
+  for (const auto& m : r.measurements) o << to_json(m).dump() << '\n';
+  return o.str();
+}
+
+}  // namespace dlsim::calibrate

@@ -1,0 +1,117 @@
+// Alpha-beta fitting: exact recovery of known parameters, relative weighting, regimes at a
+// protocol change, and series grouped by op, backend, ranks and variant.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "calibrate/fit.hpp"
+#include "common/error.hpp"
+
+namespace cal = dlsim::calibrate;
+
+namespace {
+
+std::vector<double> sizes(double from, double to) {
+  std::vector<double> s;
+  for (double b = from; b <= to; b *= 2) s.push_back(b);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("alpha-beta: noiseless points give back alpha and beta") {
+  const double alpha = 5e-6, bw = 12.5e9;
+  const auto s = sizes(8, 256.0 * 1024 * 1024);
+  std::vector<double> t;
+  for (double b : s) t.push_back(alpha + b / bw);
+  const auto f = cal::fit_alpha_beta(s, t);
+  CHECK(f.alpha == doctest::Approx(alpha).epsilon(1e-9));
+  CHECK(f.bandwidth() == doctest::Approx(bw).epsilon(1e-9));
+  CHECK(f.r2 == doctest::Approx(1.0));
+  CHECK(f.worst_relative_error < 1e-9);
+  CHECK(f.points == s.size());
+  CHECK(f.min_bytes == 8);
+}
+
+TEST_CASE("alpha-beta: relative residuals keep small sizes as accurate as large ones") {
+  // 10 % too slow at every size: the relative fit is off by 10 % everywhere, not 0 % at the
+  // large end and 100 %+ at the small end as an absolute fit would be.
+  const auto s = sizes(1024, 64.0 * 1024 * 1024);
+  std::vector<double> t;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const double base = 2e-6 + s[i] / 10e9;
+    t.push_back(base * (i % 2 ? 1.1 : 0.9));
+  }
+  const auto f = cal::fit_alpha_beta(s, t);
+  CHECK(f.worst_relative_error == doctest::Approx(0.1).epsilon(0.02));
+  CHECK(f.alpha == doctest::Approx(2e-6).epsilon(0.05));
+}
+
+TEST_CASE("alpha-beta: a negative intercept is refitted through the origin") {
+  const std::vector<double> s = {1e6, 2e6, 4e6};
+  const std::vector<double> t = {0.9e-4, 2.0e-4, 4.1e-4};
+  const auto f = cal::fit_alpha_beta(s, t);
+  CHECK(f.alpha == 0);
+  CHECK(f.beta > 0);
+}
+
+TEST_CASE("piecewise: a protocol change is found as two regimes") {
+  // LL-like below 64 KiB (low latency, low bandwidth), Simple-like above.
+  std::vector<double> s, t;
+  for (double b : sizes(8, 16.0 * 1024 * 1024)) {
+    s.push_back(b);
+    t.push_back(b < 65536 ? 3e-6 + b / 2e9 : 20e-6 + b / 20e9);
+  }
+  const auto f = cal::fit_piecewise(s, t);
+  REQUIRE(f.regimes.size() == 2);
+  CHECK(f.regimes[0].max_bytes == 32768);
+  CHECK(f.regimes[1].min_bytes == 65536);
+  CHECK(f.regimes[0].alpha == doctest::Approx(3e-6).epsilon(1e-6));
+  CHECK(f.regimes[1].bandwidth() == doctest::Approx(20e9).epsilon(1e-6));
+  CHECK(f.worst_relative_error() < 1e-9);
+  CHECK(f.time(1024) == doctest::Approx(3e-6 + 1024 / 2e9));
+  CHECK(f.time(1 << 24) == doctest::Approx(20e-6 + (1 << 24) / 20e9));
+}
+
+TEST_CASE("piecewise: one straight line stays one regime") {
+  std::vector<double> s, t;
+  for (double b : sizes(8, 1 << 26)) {
+    s.push_back(b);
+    t.push_back(4e-6 + b / 10e9);
+  }
+  CHECK(cal::fit_piecewise(s, t).regimes.size() == 1);
+}
+
+TEST_CASE("series: grouped by op, backend, ranks and variant; repeated sizes take the median") {
+  auto m = [](const char* op, int ranks, double bytes, double t, const char* algo = nullptr) {
+    cal::Measurement x;
+    x.op = op;
+    x.backend = "nccl";
+    x.ranks = ranks;
+    x.bytes = bytes;
+    x.samples_s = {t};
+    if (algo) x.params["algorithm"] = algo;
+    return x;
+  };
+  const std::vector<cal::Measurement> ms = {
+      m("allreduce", 8, 1024, 1e-5), m("allreduce", 8, 2048, 2e-5),
+      m("allreduce", 8, 2048, 4e-5), m("allreduce", 8, 2048, 3e-5),
+      m("allreduce", 4, 1024, 1e-5), m("allreduce", 8, 1024, 9e-6, "tree"),
+      m("allgather", 8, 1024, 1e-5)};
+  const auto series = cal::group_series(ms);
+  REQUIRE(series.size() == 4);
+  const auto it = std::find_if(series.begin(), series.end(), [](const cal::Series& s) {
+    return s.op == "allreduce" && s.ranks == 8 && s.variant.empty();
+  });
+  REQUIRE(it != series.end());
+  CHECK(it->bytes == std::vector<double>{1024, 2048});
+  CHECK(it->seconds[1] == doctest::Approx(3e-5));
+  const auto fits = cal::fit_series(ms);
+  CHECK(fits.size() == 1);  // only the 8-rank allreduce without variant has two sizes
+}
+
+TEST_CASE("fit: bad points are InputErrors") {
+  CHECK_THROWS_AS(cal::fit_alpha_beta({8}, {1e-6}), dlsim::InputError);
+  CHECK_THROWS_AS(cal::fit_alpha_beta({8, 16}, {1e-6, 0}), dlsim::InputError);
+  CHECK_THROWS_AS(cal::fit_alpha_beta({16, 8}, {1e-6, 2e-6}), dlsim::InputError);
+}
