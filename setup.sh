@@ -10,6 +10,8 @@ packages=(
   build-essential cmake ninja-build git clang-format
   libeigen3-dev libboost-graph-dev nlohmann-json3-dev libyaml-cpp-dev doctest-dev
   libcli11-dev libfmt-dev libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
+  libopenmpi-dev openmpi-bin
+  slurm-wlm munge iproute2
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -25,7 +25,10 @@ double sse(const AlphaBeta& f, const double* s, const double* t, std::size_t n) 
   return e;
 }
 
-AlphaBeta solve(const double* s, const double* t, std::size_t n) {
+// `latency`: alpha is a latency and kept non-negative (one line over a whole sweep); a regime of
+// a piecewise fit is a local line whose intercept may be negative (a bandwidth that drops with
+// size: caches giving way to memory, a switch of algorithm).
+AlphaBeta solve(const double* s, const double* t, std::size_t n, bool latency = true) {
   // Rows (1/t_i, s_i/t_i) [alpha beta]^T = 1: relative residuals.
   Eigen::MatrixXd a(static_cast<Eigen::Index>(n), 2);
   Eigen::VectorXd b = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(n));
@@ -37,7 +40,7 @@ AlphaBeta solve(const double* s, const double* t, std::size_t n) {
   AlphaBeta f;
   f.alpha = x(0);
   f.beta = x(1);
-  if (f.alpha < 0 || f.beta < 0) {
+  if ((latency && f.alpha < 0) || f.beta < 0) {
     // Clamp the negative one to zero and refit the other alone.
     const bool drop_alpha = f.alpha < 0;
     double num = 0, den = 0;
@@ -122,7 +125,7 @@ PiecewiseFit fit_piecewise(const std::vector<double>& bytes, const std::vector<d
   std::vector<std::vector<std::size_t>> from(k_max + 1, std::vector<std::size_t>(n + 1, 0));
   auto piece_error = [&](std::size_t i, std::size_t j) {  // points [i, j)
     if (j - i < min_points || bytes[i] == bytes[j - 1]) return inf;
-    const auto f = solve(bytes.data() + i, seconds.data() + i, j - i);
+    const auto f = solve(bytes.data() + i, seconds.data() + i, j - i, false);
     return sse(f, bytes.data() + i, seconds.data() + i, j - i);
   };
   best[0][0] = 0;
@@ -156,14 +159,55 @@ PiecewiseFit fit_piecewise(const std::vector<double>& bytes, const std::vector<d
   std::size_t j = n;
   for (std::size_t piece = k; piece > 0; --piece) {
     const std::size_t i = from[piece][j];
-    f.regimes.push_back(solve(bytes.data() + i, seconds.data() + i, j - i));
+    f.regimes.push_back(solve(bytes.data() + i, seconds.data() + i, j - i, false));
     j = i;
   }
   std::reverse(f.regimes.begin(), f.regimes.end());
   return f;
 }
 
-std::vector<Series> group_series(const std::vector<Measurement>& measurements) {
+SaturatingFit fit_saturating(const std::vector<double>& sizes, const std::vector<double>& rates) {
+  if (sizes.size() != rates.size() || sizes.size() < 2) {
+    fail_at({}, "fit", "a saturating curve needs at least two (size, rate) points");
+  }
+  const auto n = static_cast<Eigen::Index>(sizes.size());
+  Eigen::MatrixXd a(n, 2);
+  Eigen::VectorXd b = Eigen::VectorXd::Ones(n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const double x = sizes[static_cast<std::size_t>(i)], r = rates[static_cast<std::size_t>(i)];
+    if (!(x > 0) || !(r > 0)) fail_at({}, "fit", "sizes and rates must be positive");
+    a(i, 0) = r;      // x 1/R
+    a(i, 1) = r / x;  // x h/R
+  }
+  const Eigen::Vector2d c = a.colPivHouseholderQr().solve(b);
+  SaturatingFit f;
+  f.points = sizes.size();
+  if (c(0) > 0 && c(1) >= 0) {
+    f.rate = 1.0 / c(0);
+    f.half = c(1) / c(0);
+  } else {
+    // No saturation seen (or noise): the largest rate, reached at once.
+    f.rate = *std::max_element(rates.begin(), rates.end());
+    f.half = 0;
+  }
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const double e = std::abs(f.at(sizes[i]) - rates[i]) / rates[i];
+    if (e > f.worst_relative_error) {
+      f.worst_relative_error = e;
+      f.worst_at = sizes[i];
+    }
+  }
+  return f;
+}
+
+Statistic parse_statistic(const std::string& flag, const std::string& text) {
+  if (text == "median") return Statistic::kMedian;
+  if (text == "min") return Statistic::kMin;
+  fail_at({}, flag, fmt::format("'{}' is not median or min", text));
+}
+
+std::vector<Series> group_series(const std::vector<Measurement>& measurements,
+                                 Statistic statistic) {
   using Key = std::tuple<std::string, std::string, int, int, std::string>;
   std::map<Key, std::map<double, std::vector<double>>> points;
   for (const auto& m : measurements) {
@@ -173,7 +217,8 @@ std::vector<Series> group_series(const std::vector<Measurement>& measurements) {
         variant += fmt::format("{}{}={}", variant.empty() ? "" : " ", k, it->second);
       }
     }
-    points[{m.op, m.backend, m.ranks, m.nodes, variant}][m.bytes].push_back(m.median_s());
+    points[{m.op, m.backend, m.ranks, m.nodes, variant}][m.bytes].push_back(
+        statistic == Statistic::kMin ? m.min_s() : m.median_s());
   }
   std::vector<Series> out;
   for (const auto& [key, by_size] : points) {
@@ -192,9 +237,10 @@ std::vector<Series> group_series(const std::vector<Measurement>& measurements) {
   return out;
 }
 
-std::vector<SeriesFit> fit_series(const std::vector<Measurement>& measurements, double min_bytes) {
+std::vector<SeriesFit> fit_series(const std::vector<Measurement>& measurements, double min_bytes,
+                                  Statistic statistic) {
   std::vector<SeriesFit> out;
-  for (auto& s : group_series(measurements)) {
+  for (auto& s : group_series(measurements, statistic)) {
     Series kept = s;
     kept.bytes.clear();
     kept.seconds.clear();

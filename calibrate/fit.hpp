@@ -14,7 +14,7 @@
 namespace dlsim::calibrate {
 
 struct AlphaBeta {
-  double alpha = 0;  // s
+  double alpha = 0;  // s; in a regime of a piecewise fit, a local intercept that may be negative
   double beta = 0;   // s/B
   // Quality over the points fitted: R^2 of the times, and the largest |relative residual|.
   double r2 = 0;
@@ -42,7 +42,27 @@ struct PiecewiseFit {
   double worst_relative_error() const;
 };
 PiecewiseFit fit_piecewise(const std::vector<double>& bytes, const std::vector<double>& seconds,
-                           int max_regimes = 3, std::size_t min_points = 3, double min_gain = 0.25);
+                           int max_regimes = 4, std::size_t min_points = 2, double min_gain = 0.25);
+
+// A rate that saturates with the size of the operation, rate(x) = R x / (x + h): dlsim's
+// efficiency curve e(x) = max x / (x + half) times a peak (docs/hardware-format.md, `kind: gpu`),
+// with R = max x peak and h = half. Fitted by least squares on the relative residual of 1/rate,
+// which is linear in 1/R and h/R: (1/R + (h/R)/x) rate - 1.
+struct SaturatingFit {
+  double rate = 0;  // R: the asymptotic rate (B/s or FLOP/s)
+  double half = 0;  // h: the size at half of it (B or FLOP)
+  double worst_relative_error = 0;
+  double worst_at = 0;
+  std::size_t points = 0;
+  double at(double x) const { return rate * x / (x + half); }
+};
+SaturatingFit fit_saturating(const std::vector<double>& sizes, const std::vector<double>& rates);
+
+// Which of a point's samples stands for it. The median is what benchmarks report; the minimum is
+// the estimate least disturbed by other work on a shared machine (interference only ever adds
+// time: Chen & Revels 2016, "Robust benchmarking in noisy environments", arXiv:1608.04295).
+enum class Statistic { kMedian, kMin };
+Statistic parse_statistic(const std::string& flag, const std::string& text);
 
 // One series: every measurement of one op, backend, rank and node count (and params that set
 // the regime: algorithm, protocol, direction), by increasing size, median times.
@@ -52,7 +72,8 @@ struct Series {
   std::string variant;  // "algorithm=ring protocol=Simple", "" when none
   std::vector<double> bytes, seconds;
 };
-std::vector<Series> group_series(const std::vector<Measurement>& measurements);
+std::vector<Series> group_series(const std::vector<Measurement>& measurements,
+                                 Statistic statistic = Statistic::kMedian);
 
 struct SeriesFit {
   Series series;
@@ -63,6 +84,6 @@ struct SeriesFit {
 // Fits every series with at least 2 sizes; points below `min_bytes` are left out of the fit
 // (latency-bound sizes are fitted separately by the regimes above them otherwise).
 std::vector<SeriesFit> fit_series(const std::vector<Measurement>& measurements,
-                                  double min_bytes = 0);
+                                  double min_bytes = 0, Statistic statistic = Statistic::kMedian);
 
 }  // namespace dlsim::calibrate

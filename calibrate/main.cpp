@@ -5,13 +5,17 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "calibrate/fit.hpp"
 #include "calibrate/import.hpp"
+#include "calibrate/profile.hpp"
 #include "calibrate/results.hpp"
+#include "calibrate/run_commands.hpp"
+#include "calibrate/slurm_commands.hpp"
 #include "common/error.hpp"
 #include "common/output.hpp"
 #include "common/units.hpp"
@@ -49,7 +53,7 @@ void add_import(CLI::App& app, const std::string& command) {
 }
 
 std::string show_table(const std::vector<cal::Results>& all, const std::vector<std::string>& files,
-                       double min_bytes) {
+                       double min_bytes, cal::Statistic statistic) {
   std::ostringstream o;
   std::vector<cal::Measurement> ms;
   for (std::size_t i = 0; i < all.size(); ++i) {
@@ -59,7 +63,7 @@ std::string show_table(const std::vector<cal::Results>& all, const std::vector<s
                      r.provenance.source.empty() ? "" : ", from " + r.provenance.source);
     ms.insert(ms.end(), r.measurements.begin(), r.measurements.end());
   }
-  for (const auto& f : cal::fit_series(ms, min_bytes)) {
+  for (const auto& f : cal::fit_series(ms, min_bytes, statistic)) {
     const auto& s = f.series;
     o << fmt::format("\n{} {} ranks={} nodes={}{}\n", s.op, s.backend, s.ranks, s.nodes,
                      s.variant.empty() ? "" : " " + s.variant);
@@ -99,17 +103,66 @@ void add_show(CLI::App& app) {
   struct Opt {
     std::vector<std::string> files;
     std::string min_bytes = "0B";
+    std::string statistic = "median";
     std::string out = "-";
   };
   auto opt = std::make_shared<Opt>();
   c->add_option("RESULTS", opt->files, "Results files (JSON Lines)")->required();
   c->add_option("--min-bytes", opt->min_bytes, "Leave smaller sizes out of the fits (e.g. 64KiB)");
+  c->add_option("--statistic", opt->statistic,
+                "The sample that stands for a point: median, or min (least disturbed by other "
+                "work on a shared machine)")
+      ->capture_default_str();
   c->add_option("-o,--output", opt->out, "Write the report to this file (- for stdout)");
   c->callback([opt] {
     const double min_bytes = dlsim::parse_bytes(opt->min_bytes).value();
     std::vector<cal::Results> all;
     for (const auto& f : opt->files) all.push_back(cal::read_results(f));
-    dlsim::write_output(opt->out, show_table(all, opt->files, min_bytes));
+    dlsim::write_output(opt->out, show_table(all, opt->files, min_bytes,
+                                             cal::parse_statistic("--statistic", opt->statistic)));
+  });
+}
+
+void add_fit(CLI::App& app, const std::string& command) {
+  auto* c = app.add_subcommand(
+      "fit", "Fit results into a hardware profile (a cluster file dlsim --cluster reads)");
+  struct Opt {
+    std::vector<std::string> files;
+    std::string base = "default";
+    std::string min_bytes = "64KiB";
+    std::string statistic = "median";
+    std::string out;
+  };
+  auto opt = std::make_shared<Opt>();
+  c->add_option("RESULTS", opt->files, "Results files (JSON Lines)")->required();
+  c->add_option("--base", opt->base,
+                "Cluster preset or file the profile extends (what was not measured)")
+      ->capture_default_str();
+  c->add_option("--min-bytes", opt->min_bytes, "Leave smaller transfers out of bandwidth fits")
+      ->capture_default_str();
+  c->add_option("--statistic", opt->statistic, "The sample that stands for a point: median or min")
+      ->capture_default_str();
+  c->add_option("-o,--output", opt->out, "Profile to write (NAME.yaml; NAME becomes its name)")
+      ->required();
+  c->callback([opt, command] {
+    cal::ProfileOptions po;
+    po.base = opt->base;
+    po.min_bytes = dlsim::parse_bytes(opt->min_bytes).value();
+    po.statistic = cal::parse_statistic("--statistic", opt->statistic);
+    po.results_files = opt->files;
+    po.command = command;
+    const std::filesystem::path out(opt->out);
+    if (out.extension() != ".yaml" && out.extension() != ".yml") {
+      dlsim::fail_at({opt->out}, "--output", "the profile must be a .yaml file");
+    }
+    po.name = out.stem().string();
+    std::vector<cal::Results> all;
+    for (const auto& f : opt->files) all.push_back(cal::read_results(f));
+    const auto fitted = cal::fit_profile(all, po);
+    dlsim::write_output(opt->out, fitted.yaml);
+    for (const auto& w : fitted.warnings) std::cerr << "dlcalibrate: warning: " << w << "\n";
+    for (const auto& r : fitted.report) std::cout << r << "\n";
+    std::cout << "wrote " << opt->out << " (dlsim predict --cluster " << opt->out << " ...)\n";
   });
 }
 
@@ -121,6 +174,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   add_import(app, command_line(argc, argv));
   add_show(app);
+  add_fit(app, command_line(argc, argv));
+  cal::add_run_commands(app, command_line(argc, argv));
+  cal::add_slurm_commands(app, command_line(argc, argv));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -115,3 +115,16 @@ TEST_CASE("fit: bad points are InputErrors") {
   CHECK_THROWS_AS(cal::fit_alpha_beta({8, 16}, {1e-6, 0}), dlsim::InputError);
   CHECK_THROWS_AS(cal::fit_alpha_beta({16, 8}, {1e-6, 2e-6}), dlsim::InputError);
 }
+
+TEST_CASE("saturating: rate = R x / (x + h) is recovered from noiseless points") {
+  std::vector<double> x, r;
+  for (double v = 1e6; v <= 1e11; v *= 4) {
+    x.push_back(v);
+    r.push_back(2e12 * v / (v + 5e8));
+  }
+  const auto f = cal::fit_saturating(x, r);
+  CHECK(f.rate == doctest::Approx(2e12).epsilon(1e-9));
+  CHECK(f.half == doctest::Approx(5e8).epsilon(1e-9));
+  CHECK(f.worst_relative_error < 1e-9);
+  CHECK(f.at(5e8) == doctest::Approx(1e12));
+}

@@ -1,0 +1,300 @@
+#include "calibrate/profile.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "calibrate/fit.hpp"
+#include "common/error.hpp"
+#include "hardware/loader.hpp"
+
+namespace dlsim::calibrate {
+namespace {
+
+// YAML double-quoted scalar.
+std::string q(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c == '\n' ? ' ' : c;
+  }
+  return out + "\"";
+}
+
+std::string gbps(double bytes_per_s) { return q(fmt::format("{:.6g}GB/s", bytes_per_s / 1e9)); }
+std::string us(double s) { return q(fmt::format("{:.6g}us", s * 1e6)); }
+// Work and sizes must be positive in a profile: a curve already flat at the smallest size
+// measured gets the least value the format takes instead of 0.
+std::string gflops(double f) { return q(fmt::format("{:.6g}GFLOP", std::max(f, 1.0) / 1e9)); }
+std::string gflop_rate(double f) { return q(fmt::format("{:.6g}GFLOP/s", f / 1e9)); }
+std::string bytes(double b) { return q(fmt::format("{:.0f}B", std::max(1.0, b))); }
+
+struct Points {
+  std::vector<double> size, rate;
+};
+
+// Median rate per size for the records of `ops` on `backend`: FLOP/s by FLOP for compute, B/s
+// by bytes for memory.
+Points rates(const std::vector<Measurement>& ms, const std::set<std::string>& ops,
+             const std::string& backend, bool compute) {
+  std::map<double, std::vector<double>> by;
+  for (const auto& m : ms) {
+    if (!ops.count(m.op) || m.backend != backend) continue;
+    const double x = compute ? m.flops : m.bytes;
+    const double r = compute ? m.flop_rate() : m.algbw();
+    if (x > 0 && r > 0) by[x].push_back(r);
+  }
+  Points p;
+  for (auto& [x, rs] : by) {
+    std::sort(rs.begin(), rs.end());
+    p.size.push_back(x);
+    p.rate.push_back(rs[rs.size() / 2]);
+  }
+  return p;
+}
+
+}  // namespace
+
+FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOptions& o) {
+  if (o.name.empty()) fail_at({}, "--name", "the profile needs a name");
+  FittedProfile out;
+  std::vector<Measurement> ms;
+  std::set<std::string> hosts, tools, dates;
+  for (const auto& r : results) {
+    ms.insert(ms.end(), r.measurements.begin(), r.measurements.end());
+    hosts.insert(r.provenance.hosts.begin(), r.provenance.hosts.end());
+    tools.insert(r.provenance.tool);
+    if (!r.provenance.date.empty()) dates.insert(r.provenance.date);
+    if (r.provenance.load_before && r.provenance.load_after &&
+        std::max(*r.provenance.load_before, *r.provenance.load_after) > 1.0) {
+      out.warnings.push_back(fmt::format(
+          "the machine was busy while measuring (load average {:.2f} before, {:.2f} after)",
+          *r.provenance.load_before, *r.provenance.load_after));
+    }
+  }
+  if (ms.empty()) fail_at({}, "RESULTS", "no measurements to fit");
+  const auto base = hardware::load_cluster(o.base);
+  if (base.groups.size() != 1) {
+    fail_at({o.base}, "--base", "a base cluster with one node type is needed");
+  }
+  const auto& node = base.groups.front().node;
+  const auto& net = base.network;
+
+  std::string files;
+  for (const auto& f : o.results_files) files += (files.empty() ? "" : ", ") + f;
+  std::string host_list;
+  for (const auto& h : hosts) host_list += (host_list.empty() ? "" : ",") + h;
+  std::string date_list;
+  for (const auto& d : dates) date_list += (date_list.empty() ? "" : ", ") + d;
+  std::string tool_list;
+  for (const auto& t : tools) tool_list += (tool_list.empty() ? "" : ", ") + t;
+
+  std::string gpu_yaml, host_yaml, network_yaml;
+
+  // ---- device ----
+  for (const std::string backend : {"cpu", "cuda"}) {
+    const auto gemm = rates(ms, {"gemm"}, backend, true);
+    const auto conv = rates(ms, {"conv_fwd"}, backend, true);
+    const auto mem = rates(ms, {"copy", "triad"}, backend, false);
+    if (gemm.size.size() < 2 && mem.size.size() < 2) continue;
+    if (!gpu_yaml.empty()) fail_at({}, "RESULTS", "results of both a CPU and a GPU device");
+    std::optional<SaturatingFit> g, c, m;
+    if (gemm.size.size() >= 2) g = fit_saturating(gemm.size, gemm.rate);
+    if (conv.size.size() >= 2) c = fit_saturating(conv.size, conv.rate);
+    if (mem.size.size() >= 2) {
+      const double top = *std::max_element(mem.rate.begin(), mem.rate.end());
+      if (mem.rate.back() < 0.8 * top && mem.size.size() >= 3) {
+        // Rates that fall with size are caches giving way to memory (a CPU): the bandwidth is
+        // that of the largest arrays, beyond the last-level cache.
+        std::vector<double> tail(mem.rate.end() - 3, mem.rate.end());
+        std::sort(tail.begin(), tail.end());
+        SaturatingFit f;
+        f.rate = tail[1];
+        f.points = 3;
+        for (std::size_t i = mem.size.size() - 3; i < mem.size.size(); ++i) {
+          const double e = std::abs(mem.rate[i] - f.rate) / mem.rate[i];
+          if (e > f.worst_relative_error) {
+            f.worst_relative_error = e;
+            f.worst_at = mem.size[i];
+          }
+        }
+        out.report.push_back(fmt::format(
+            "{} memory: rates fall from {:.1f} to {:.1f} GB/s as arrays outgrow the caches; the "
+            "bandwidth is the median of the 3 largest sizes ({} .. {} B per call)",
+            backend, top / 1e9, mem.rate.back() / 1e9, mem.size[mem.size.size() - 3],
+            mem.size.back()));
+        m = f;
+      } else {
+        m = fit_saturating(mem.size, mem.rate);
+      }
+    }
+    auto line = [&](const char* what, const SaturatingFit& f, bool compute) {
+      out.report.push_back(fmt::format(
+          "{} {}: asymptote {:.3f} {}, half at {:.4g} {}, worst error {:.1f} % ({} sizes)", backend,
+          what, compute ? f.rate / 1e9 : f.rate / 1e9, compute ? "GFLOP/s" : "GB/s",
+          compute ? f.half / 1e9 : f.half / 1024.0, compute ? "GFLOP" : "KiB",
+          f.worst_relative_error * 100, f.points));
+      if (f.worst_relative_error > 0.1) {
+        out.warnings.push_back(fmt::format("the {} {} fit misses a size by {:.1f} %", backend, what,
+                                           f.worst_relative_error * 100));
+      }
+    };
+    if (g) line("gemm", *g, true);
+    if (c) line("conv", *c, true);
+    if (m) line("memory", *m, false);
+    std::string y = "  gpu:\n";
+    if (backend == "cpu") {
+      // The CPU as the device: its peak is the fitted asymptote (efficiency max 1).
+      const double peak = g ? g->rate : 1e9;
+      y += fmt::format("    name: {}\n", q(o.name + "-cpu"));
+      y += fmt::format("    description: {}\n",
+                       q("The host CPU as a compute device, measured by dlcalibrate"));
+      y += fmt::format("    source: {}\n", q("dlcalibrate fit of " + files));
+      y += fmt::format("    peak: {{fp32: {}}}\n", gflop_rate(peak));
+      y += fmt::format("    memory: {{capacity: {}, bandwidth: {}}}\n",
+                       q(fmt::format("{:.0f}B", node.host.memory.value())),
+                       gbps(m ? m->rate : node.host.memory_bandwidth.value()));
+      y += "    efficiency:\n";
+      y += fmt::format("      source: {}\n",
+                       q("fitted e(x) = x / (x + half) to the measured rates (max 1: the peak "
+                         "and bandwidth are the fitted asymptotes)"));
+      y += fmt::format("      gemm: {{max: 1, half: {}}}\n", gflops(g ? g->half : 1e6));
+      y += fmt::format("      conv: {{max: {:.4f}, half: {}}}\n",
+                       c && g ? std::min(1.0, c->rate / g->rate) : 1.0,
+                       gflops(c ? c->half : (g ? g->half : 1e6)));
+      y += fmt::format("      memory: {{max: 1, half: {}}}\n", bytes(m ? m->half : 1));
+      y += fmt::format("    kernel_launch: {}\n", us(0));
+      y += "    step_jitter: 0\n";
+      if (m) host_yaml = fmt::format("  host: {{memory_bandwidth: {}}}\n", gbps(m->rate));
+    } else {
+      // A GPU: datasheet peak and bandwidth of the base, fitted efficiencies.
+      const auto& bg = node.gpu;
+      y += fmt::format("    extends: {}\n", q(bg.about.name));
+      y += "    efficiency:\n";
+      y += fmt::format("      source: {}\n", q("dlcalibrate fit of " + files));
+      const double peak = bg.peak.at("fp32").value();
+      const auto curve = [&](const char* name, const std::optional<SaturatingFit>& f,
+                             const hardware::EfficiencyCurve& keep, double scale, bool in_bytes) {
+        if (!f) {
+          return fmt::format("      {}: {{max: {:.4f}, half: {}}}\n", name, keep.max,
+                             in_bytes ? bytes(keep.half) : gflops(keep.half));
+        }
+        return fmt::format("      {}: {{max: {:.4f}, half: {}}}\n", name,
+                           std::min(1.0, f->rate / scale),
+                           in_bytes ? bytes(f->half) : gflops(f->half));
+      };
+      y += curve("gemm", g, bg.gemm, peak, false);
+      y += curve("conv", c, bg.conv, peak, false);
+      y += curve("memory", m, bg.memory, bg.memory_bandwidth.value(), true);
+    }
+    gpu_yaml = y;
+  }
+
+  // ---- network: point-to-point between two nodes ----
+  {
+    std::vector<Measurement> lat, bw;
+    for (const auto& m : ms) {
+      if (m.nodes < 2) continue;
+      if (m.op == "p2p_latency") lat.push_back(m);
+      if (m.op == "p2p_bandwidth" && !m.params.count("direction")) bw.push_back(m);
+    }
+    std::optional<AlphaBeta> small, large;
+    if (!lat.empty()) {
+      const auto s = group_series(lat, o.statistic);
+      const auto f = fit_piecewise(s.front().bytes, s.front().seconds);
+      small = f.regimes.front();
+    }
+    if (!bw.empty()) {
+      const auto fits = fit_series(bw, o.min_bytes, o.statistic);
+      if (!fits.empty()) large = fits.front().fit.regimes.back();
+    }
+    if (small || large) {
+      const double line_rate = net.port.bandwidth.value();
+      std::string y = fmt::format("  extends: {}\n", q(net.about.name));
+      y += "  transport:\n";
+      if (large && large->bandwidth() > 0) {
+        double eff = large->bandwidth() / line_rate;
+        if (eff > 1) {
+          out.warnings.push_back(fmt::format(
+              "measured {:.3f} GB/s between nodes exceeds the base network's line rate {:.3f} "
+              "GB/s: efficiency capped at 1 (is --base right?)",
+              large->bandwidth() / 1e9, line_rate / 1e9));
+          eff = 1;
+        }
+        y += fmt::format("    efficiency: {:.4f}\n", eff);
+        out.report.push_back(fmt::format(
+            "network bandwidth: {:.3f} GB/s between nodes ({} .. {} B, R^2 {:.5f}, worst error "
+            "{:.1f} %) = {:.1f} % of the {:.3f} GB/s line rate",
+            large->bandwidth() / 1e9, large->min_bytes, large->max_bytes, large->r2,
+            large->worst_relative_error * 100, eff * 100, line_rate / 1e9));
+      }
+      if (small) {
+        // One hop between two nodes: NIC port, switch, NIC port, plus the per-message cost.
+        const double wire = 2 * net.port.latency.value() + net.switch_latency.value();
+        const double overhead = std::max(0.0, std::max(0.0, small->alpha) - wire);
+        y += fmt::format("    message_overhead: {}\n", us(overhead));
+        out.report.push_back(fmt::format(
+            "network latency: {:.3f} us one-way between nodes (fit over {} sizes) = {:.3f} us of "
+            "ports and switch + {:.3f} us per message",
+            small->alpha * 1e6, small->points, wire * 1e6, overhead * 1e6));
+      }
+      network_yaml = y;
+    }
+  }
+
+  // ---- collectives: reported only ----
+  for (const auto& f : fit_series(ms, o.min_bytes, o.statistic)) {
+    const auto& s = f.series;
+    if (s.op.rfind("p2p", 0) == 0 || s.op == "gemm" || s.op == "copy" || s.op == "triad" ||
+        s.op.rfind("conv", 0) == 0) {
+      continue;
+    }
+    const auto& first = f.fit.regimes.front();
+    const auto& big = f.fit.regimes.back();
+    out.report.push_back(fmt::format(
+        "{} {} on {} ranks / {} nodes: latency {:.2f} us ({} .. {} B), busbw {:.3f} GB/s at the "
+        "largest sizes ({} .. {} B), {} regime(s), worst error {:.1f} % (reported; collectives "
+        "are derived from links and library constants)",
+        s.op, s.backend, s.ranks, s.nodes, first.alpha * 1e6, first.min_bytes, first.max_bytes,
+        s.bytes.empty()
+            ? 0.0
+            : s.bytes.back() / big.time(s.bytes.back()) * bus_factor(s.op, s.ranks) / 1e9,
+        big.min_bytes, big.max_bytes, f.fit.regimes.size(), f.fit.worst_relative_error() * 100));
+  }
+  if (gpu_yaml.empty() && network_yaml.empty() && host_yaml.empty()) {
+    fail_at({}, "RESULTS",
+            "nothing to fit: no compute or memory sweep and no point-to-point results between "
+            "two nodes");
+  }
+
+  std::string y =
+      "# Written by dlcalibrate fit; every figure below comes from the results named\n"
+      "# in `source`. Edit with care: dlcalibrate overwrites it.\n";
+  y += "kind: cluster\n";
+  y += fmt::format("name: {}\n", q(o.name));
+  y += fmt::format("description: {}\n",
+                   q(fmt::format("{} calibrated by dlcalibrate on {}", base.about.name,
+                                 host_list.empty() ? "unnamed hosts" : host_list)));
+  y += fmt::format(
+      "source: {}\n",
+      q(fmt::format("dlcalibrate fit of {} ({}; measured {}; hosts {}); command: {}", files,
+                    tool_list, date_list.empty() ? "date not recorded" : date_list,
+                    host_list.empty() ? "not recorded" : host_list, o.command)));
+  y += fmt::format("extends: {}\n", q(o.base));
+  if (!gpu_yaml.empty() || !host_yaml.empty()) {
+    y += "node:\n";
+    y += fmt::format("  extends: {}\n", q(node.about.name));
+    y += gpu_yaml + host_yaml;
+  }
+  if (!network_yaml.empty()) y += "network:\n" + network_yaml;
+  if (hosts.size() > 1) {
+    y += fmt::format("nodes: {}\n", hosts.size());
+    y += fmt::format("hostnames: {}\n", q(host_list));
+  }
+  out.yaml = y;
+  return out;
+}
+
+}  // namespace dlsim::calibrate

@@ -1,0 +1,131 @@
+#include "calibrate/run_commands.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+#include "calibrate/bench_cpu.hpp"
+#ifdef DLSIM_HAVE_MPI
+#include "calibrate/bench_mpi.hpp"
+#endif
+#include "calibrate/driver.hpp"
+#include "common/error.hpp"
+#include "common/units.hpp"
+
+namespace dlsim::calibrate {
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+template <class Parse>
+double parse_flag(const std::string& flag, const std::string& text, Parse parse) {
+  try {
+    return parse(text).value();
+  } catch (const std::invalid_argument& e) {
+    fail_at({}, flag, e.what());
+  }
+}
+
+void add_run_cpu(CLI::App& run, const std::string& command_line) {
+  auto* c = run.add_subcommand(
+      "cpu", "Memory bandwidth (STREAM copy, triad) and float32 GEMM/conv at a model's shapes");
+  struct Opt {
+    std::string ops = "copy,triad,gemm,conv_fwd";
+    std::string model = "resnet50";
+    std::int64_t batch = 32;
+    std::string from = "64KiB", to = "256MiB";
+    double factor = 2;
+    int iters = 10, warmup = 3, conv_layers = 4;
+    std::string min_time = "1ms", max_flops = "20GFLOP";
+    bool resume = false;
+    std::string out;
+  };
+  auto o = std::make_shared<Opt>();
+  c->add_option("--ops", o->ops, "Comma-separated: copy, triad, gemm, conv_fwd")
+      ->capture_default_str();
+  c->add_option("--model", o->model,
+                "Zoo model or model file whose layer shapes gemm and "
+                "conv_fwd measure")
+      ->capture_default_str();
+  c->add_option("--batch", o->batch, "Batch size of those shapes")->capture_default_str();
+  c->add_option("-b,--minbytes", o->from, "Smallest array (copy, triad), e.g. 64KiB")
+      ->capture_default_str();
+  c->add_option("-e,--maxbytes", o->to, "Largest array (copy, triad)")->capture_default_str();
+  c->add_option("-f,--stepfactor", o->factor, "Size multiplier between steps")
+      ->capture_default_str();
+  c->add_option("-n,--iters", o->iters, "Timed samples per point")->capture_default_str();
+  c->add_option("-w,--warmup", o->warmup, "Untimed calls per point")->capture_default_str();
+  c->add_option("--min-time", o->min_time, "Least time of one sample's inner loop, e.g. 1ms")
+      ->capture_default_str();
+  c->add_option("--max-flops", o->max_flops,
+                "Leave out products and convolutions above this work per call, e.g. 20GFLOP")
+      ->capture_default_str();
+  c->add_option("--conv-layers", o->conv_layers,
+                "How many of the model's convolutions conv_fwd measures")
+      ->capture_default_str();
+  c->add_flag("--resume", o->resume,
+              "Continue an existing results file: skip the points it has, append the rest");
+  c->add_option("-o,--output", o->out, "Results file (JSON Lines), written as points complete")
+      ->required();
+  c->callback([o, command_line] {
+    if (o->out == "-") fail_at({}, "--output", "needs a file (results are appended as measured)");
+    CpuOptions cpu;
+    cpu.ops = split_list(o->ops);
+    cpu.model = o->model;
+    cpu.batch = o->batch;
+    cpu.from_bytes = parse_size_flag("--minbytes", o->from);
+    cpu.to_bytes = parse_size_flag("--maxbytes", o->to);
+    cpu.factor = o->factor;
+    cpu.max_flops = parse_flag("--max-flops", o->max_flops, parse_flops);
+    cpu.conv_layers = o->conv_layers;
+    DriverOptions d;
+    d.warmup = o->warmup;
+    d.repetitions = o->iters;
+    d.min_time_s = parse_flag("--min-time", o->min_time, parse_seconds);
+    d.resume = o->resume;
+    d.log = &std::cerr;
+    d.progress = isatty(STDERR_FILENO) != 0;
+    // Every input is checked (and the model loaded) before the results file is created.
+    check_options(d, o->out);
+    const CpuPlan plan = cpu_benchmarks(cpu);
+    for (const auto& n : plan.notes) std::cerr << "dlcalibrate: " << n << "\n";
+    d.notes = plan.notes;
+    const auto report = run_benchmarks(plan.benchmarks, o->out, command_line, d);
+    std::cerr << fmt::format(
+        "dlcalibrate: {} points measured into {}{}\n", report.measured, o->out,
+        report.skipped ? fmt::format(" ({} already there)", report.skipped) : "");
+  });
+}
+
+}  // namespace
+
+void add_run_commands(CLI::App& app, const std::string& command_line) {
+  auto* run = app.add_subcommand("run", "Measure this machine and stream a results file");
+  run->require_subcommand(1);
+  add_run_cpu(*run, command_line);
+#ifdef DLSIM_HAVE_MPI
+  add_run_mpi(*run, command_line);
+#else
+  auto* mpi = run->add_subcommand("mpi", "MPI benchmarks (this dlcalibrate was built without MPI)");
+  mpi->allow_extras();
+  mpi->callback([] {
+    fail_at({}, "run mpi",
+            "this dlcalibrate was built without MPI (install libopenmpi-dev and configure with "
+            "-DDLSIM_WITH_MPI=ON)");
+  });
+#endif
+}
+
+}  // namespace dlsim::calibrate

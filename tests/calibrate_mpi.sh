@@ -1,0 +1,37 @@
+#!/bin/bash
+# dlcalibrate's MPI benchmarks for real: 2 ranks on this machine over one Open MPI transport
+# (vader = shared memory, tcp = the loopback TCP stack), then the fit of every series. Prints the
+# per-size error of the fit and fails when one from 64 KiB up is over 10 %. Then the profile:
+# `dlcalibrate fit` of the results, and `dlsim predict` with it.
+#
+#   tests/calibrate_mpi.sh DLCALIBRATE DLSIM vader|tcp LARGEST
+#
+# The fits take each point's fastest sample (--statistic min): CI machines are shared, and other
+# work only ever adds time.
+set -euo pipefail
+DLCALIBRATE=$1 DLSIM=$2 BTL=$3 LARGEST=$4
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+
+mpirun -np 2 --oversubscribe --mca btl "self,$BTL" "$DLCALIBRATE" run mpi \
+  -b 4B -e "$LARGEST" -f 2 -n 7 -w 2 --min-time 2ms -o "$OUT/mpi.jsonl"
+"$DLCALIBRATE" show "$OUT/mpi.jsonl" --min-bytes 64KiB --statistic min | tee "$OUT/show.txt"
+
+# Rows of the per-size tables: size time fit busbw error.
+worst=$(awk 'NF == 5 && $1 ~ /^[0-9]+$/ && $1 >= 65536 { e = $5 < 0 ? -$5 : $5; if (e > w) w = e }
+  END { print w + 0 }' "$OUT/show.txt")
+rows=$(awk 'NF == 5 && $1 ~ /^[0-9]+$/ && $1 >= 65536' "$OUT/show.txt" | wc -l)
+echo "calibrate_mpi ($BTL): $rows sizes from 64 KiB up, worst fit error $worst %"
+[[ $rows -ge 20 ]] || { echo "calibrate_mpi: expected at least 20 fitted sizes, got $rows" >&2; exit 1; }
+awk -v w="$worst" 'BEGIN { exit !(w <= 10) }' ||
+  { echo "calibrate_mpi: a fit misses its own measurement by $worst % (over 10 %)" >&2; exit 1; }
+
+# The results become a profile dlsim reads (a CPU "device" and the measured link).
+"$DLCALIBRATE" run cpu --ops copy,triad,gemm -b 64KiB -e 1MiB -n 3 -w 1 --max-flops 1GFLOP \
+  -o "$OUT/cpu.jsonl" 2>/dev/null
+"$DLCALIBRATE" fit "$OUT/cpu.jsonl" "$OUT/mpi.jsonl" --statistic min -o "$OUT/measured.yaml"
+"$DLSIM" predict --model resnet18 --gpus 2 --cluster "$OUT/measured.yaml" --format json \
+  -o "$OUT/predict.json"
+grep -q '"throughput_samples_per_s"' "$OUT/predict.json"
+echo "calibrate_mpi ($BTL): profile written and read by dlsim predict"
