@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "common/collective_op.hpp"
 #include "common/error.hpp"
-#include "networks/collective.hpp"
 
 namespace dlsim::calibrate {
 namespace {
@@ -45,7 +45,7 @@ const std::vector<std::string>& known_ops() {
 }
 
 double bus_factor(const std::string& op, int ranks) {
-  if (const auto c = networks::parse_op(op)) return networks::busbw_factor(*c, ranks);
+  if (const auto c = parse_op(op)) return busbw_factor(*c, ranks);
   return 1.0;
 }
 

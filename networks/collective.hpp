@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/collective_op.hpp"
 #include "common/registry.hpp"
 #include "hardware/profile.hpp"
 #include "networks/placement.hpp"
@@ -18,12 +19,12 @@
 
 namespace dlsim::networks {
 
-enum class CollectiveOp { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAllToAll };
-const std::vector<CollectiveOp>& all_ops();
-std::string to_string(CollectiveOp op);  // allreduce, allgather, ...
-std::optional<CollectiveOp> parse_op(const std::string& s);
-// nccl-tests' bus-bandwidth factor: busbw = algbw x factor (doc/PERFORMANCE.md).
-double busbw_factor(CollectiveOp op, int ranks);
+// The operations and nccl-tests' bus-bandwidth factor live in common/ (calibrate uses them too).
+using dlsim::all_ops;
+using dlsim::busbw_factor;
+using dlsim::CollectiveOp;
+using dlsim::parse_op;
+using dlsim::to_string;
 
 // Where parameter servers run and how tensors are spread over them.
 struct PsOptions {
