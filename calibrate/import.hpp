@@ -17,4 +17,16 @@ namespace dlsim::calibrate {
 Results import_nccl_tests(const std::string& path);
 Results import_osu(const std::string& path);
 
+// An NCCL topology dump (the XML NCCL writes to NCCL_TOPO_DUMP_FILE) -> the YAML text of a dlsim
+// node profile (`kind: node`) with the dump's fabric graph; the mapping is described in
+// calibrate/import_nccl_topo.cpp. A malformed file, a dump without <system> or without GPUs, or an
+// NVLink to a target the dump does not hold is an InputError naming the file and problem.
+struct NcclTopoOptions {
+  std::string output;                     // NODE.yaml: its stem is the profile's name; relative
+                                          // paths below are rewritten from its folder
+  std::string gpu;                        // GPU preset or file; empty: inferred from `sm`
+  std::string base_node = "iris-v100x4";  // node preset or file extended for what the dump lacks
+};
+std::string import_nccl_topo(const std::string& path, const NcclTopoOptions& options);
+
 }  // namespace dlsim::calibrate

@@ -32,7 +32,8 @@ std::string command_line(int argc, char** argv) {
 }
 
 void add_import(CLI::App& app, const std::string& command) {
-  auto* imp = app.add_subcommand("import", "Turn nccl-tests or OSU output into a results file");
+  auto* imp = app.add_subcommand(
+      "import", "Turn nccl-tests or OSU output into results, or an NCCL topology dump into a node");
   imp->require_subcommand(1);
   struct Opt {
     std::string file, out = "-";
@@ -50,6 +51,22 @@ void add_import(CLI::App& app, const std::string& command) {
   };
   add("nccl-tests", "nccl-tests text output (any version) or its -J JSON", cal::import_nccl_tests);
   add("osu", "OSU micro-benchmarks output (latency, bandwidth, collectives)", cal::import_osu);
+
+  auto* topo = imp->add_subcommand(
+      "nccl-topo", "NCCL topology dump (NCCL_TOPO_DUMP_FILE XML) into a node profile dlsim reads");
+  auto topt = std::make_shared<cal::NcclTopoOptions>();
+  auto file = std::make_shared<std::string>();
+  topo->add_option("FILE", *file, "The XML NCCL wrote to NCCL_TOPO_DUMP_FILE")->required();
+  topo->add_option("--gpu", topt->gpu, "GPU preset or file (default: inferred from the dump's sm)");
+  topo->add_option("--base-node", topt->base_node,
+                   "Node preset or file the profile extends (host figures, link latencies)")
+      ->capture_default_str();
+  topo->add_option("-o,--output", topt->output, "Node profile to write (NAME.yaml)")->required();
+  topo->callback([topt, file] {
+    dlsim::write_output(topt->output, cal::import_nccl_topo(*file, *topt));
+    std::cout << "wrote " << topt->output << " (dlsim hardware show " << topt->output
+              << " --kind node)\n";
+  });
 }
 
 std::string show_table(const std::vector<cal::Results>& all, const std::vector<std::string>& files,

@@ -9,8 +9,14 @@
 #include <stdexcept>
 
 #include "calibrate/bench_cpu.hpp"
+#ifdef DLSIM_HAVE_CUDA
+#include "calibrate/bench_cuda.hpp"
+#endif
 #ifdef DLSIM_HAVE_MPI
 #include "calibrate/bench_mpi.hpp"
+#endif
+#ifdef DLSIM_HAVE_NCCL
+#include "calibrate/bench_nccl.hpp"
 #endif
 #include "calibrate/driver.hpp"
 #include "common/error.hpp"
@@ -109,6 +115,15 @@ void add_run_cpu(CLI::App& run, const std::string& command_line) {
   });
 }
 
+// A `run` subcommand this build lacks: it takes any arguments and fails with one line saying how
+// to build it.
+[[maybe_unused]] void add_unavailable(CLI::App& run, const char* name, const char* help,
+                                      const char* why) {
+  auto* c = run.add_subcommand(name, help);
+  c->allow_extras();
+  c->callback([name, why] { fail_at({}, fmt::format("run {}", name), why); });
+}
+
 }  // namespace
 
 void add_run_commands(CLI::App& app, const std::string& command_line) {
@@ -118,13 +133,25 @@ void add_run_commands(CLI::App& app, const std::string& command_line) {
 #ifdef DLSIM_HAVE_MPI
   add_run_mpi(*run, command_line);
 #else
-  auto* mpi = run->add_subcommand("mpi", "MPI benchmarks (this dlcalibrate was built without MPI)");
-  mpi->allow_extras();
-  mpi->callback([] {
-    fail_at({}, "run mpi",
-            "this dlcalibrate was built without MPI (install libopenmpi-dev and configure with "
-            "-DDLSIM_WITH_MPI=ON)");
-  });
+  add_unavailable(*run, "mpi", "MPI benchmarks (this dlcalibrate was built without MPI)",
+                  "this dlcalibrate was built without MPI (install libopenmpi-dev and configure "
+                  "with -DDLSIM_WITH_MPI=ON)");
+#endif
+#ifdef DLSIM_HAVE_CUDA
+  add_run_gpu(*run, command_line);
+#else
+  add_unavailable(*run, "gpu", "GPU benchmarks (this dlcalibrate was built without CUDA)",
+                  "this dlcalibrate was built without CUDA (install the CUDA toolkit with cuBLAS "
+                  "and cuDNN 9, and configure with -DDLSIM_WITH_CUDA=ON)");
+#endif
+#ifdef DLSIM_HAVE_NCCL
+  add_run_nccl(*run, command_line);
+#else
+  add_unavailable(*run, "nccl",
+                  "NCCL benchmarks (this dlcalibrate was built without CUDA and MPI together)",
+                  "this dlcalibrate was built without CUDA and MPI together (install the CUDA "
+                  "toolkit with NCCL and libopenmpi-dev, and configure with -DDLSIM_WITH_CUDA=ON "
+                  "-DDLSIM_WITH_MPI=ON)");
 #endif
 }
 

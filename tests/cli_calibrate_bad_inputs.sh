@@ -33,6 +33,7 @@ expect_failure "not nccl-tests output" -o r.jsonl import nccl-tests "$fx/osu_lat
 expect_failure "osu_mbw_mr.txt:" -o r.jsonl import osu "$fx/osu_mbw_mr.txt"
 expect_failure "truncated" -o r.jsonl import osu "$fx/osu_bw_truncated.txt"
 expect_failure "no-such-file.txt" -o r.jsonl import osu "$fx/no-such-file.txt"
+expect_failure "nccl_topo_bad_target.xml" -o node.yaml import nccl-topo "$fx/nccl_topo_bad_target.xml"
 expect_failure "format_version: 99 is not the version" -o report.txt show "$fx/results_format_99.jsonl"
 expect_failure "format_version: 99 is not the version" -o p.yaml fit "$fx/results_format_99.jsonl"
 expect_failure "nothing to fit" -o p.yaml fit "$fx/results_one_allreduce.jsonl"
