@@ -237,13 +237,20 @@ std::string sbatch_script(const SlurmOptions& o) {
     s += "  /bin/sh -c 'bin=$1 run=$2; shift 2; "
          "exec \"$bin\" run cpu -o \"$run/cpu-$SLURMD_NODENAME.jsonl\" \"$@\"' \\\n";
     s += "  sh \"$DLCALIBRATE\" \"$RUN\" \"${CPU_ARGS[@]}\"\n";
+    // srun can return 0 for a step that never launched: the files are the proof.
+    s += "for node in $(cat \"$RUN/nodes.txt\"); do\n";
+    s += "  [ -s \"$RUN/cpu-$node.jsonl\" ] || "
+         "{ echo \"dlcalibrate: no CPU results from $node\" >&2; exit 1; }\n";
+    s += "done\n";
   }
   if (o.mpi) {
     s += "\n# Collectives over MPI (and NCCL): one rank per GPU (per node without GPUs), started\n";
-    s += "# by Slurm's PMIx plugin. Needs a dlcalibrate with the `run mpi` subcommand.\n";
+    s += "# by Slurm's PMIx plugin. Needs a dlcalibrate built with MPI.\n";
     s += fmt::format("srun --mpi=pmix --nodes={} --ntasks-per-node={} \\\n", o.nodes,
                      ranks_per_node);
     s += "  \"$DLCALIBRATE\" run mpi -o \"$RUN/mpi.jsonl\" \"${MPI_ARGS[@]}\"\n";
+    s += "[ -s \"$RUN/mpi.jsonl\" ] || "
+         "{ echo \"dlcalibrate: the MPI step wrote no results\" >&2; exit 1; }\n";
   }
   s += "\necho \"dlcalibrate: job $SLURM_JOB_ID done; results in $RUN\"\n";
   return s;

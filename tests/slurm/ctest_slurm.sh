@@ -4,10 +4,11 @@
 # Skipped (exit 77) where it cannot run: not root, or no network namespaces and no Slurm
 # packages to install.
 #
-#   tests/slurm/ctest_slurm.sh path/to/dlcalibrate
+#   tests/slurm/ctest_slurm.sh path/to/dlcalibrate path/to/dlsim
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-DLCALIBRATE=${1:?usage: ctest_slurm.sh path/to/dlcalibrate}
+DLCALIBRATE=${1:?usage: ctest_slurm.sh path/to/dlcalibrate path/to/dlsim}
+DLSIM=${2:?usage: ctest_slurm.sh path/to/dlcalibrate path/to/dlsim}
 
 if [[ $(id -u) -ne 0 ]]; then
   echo "ctest_slurm: skipped: the local Slurm cluster needs root (munged, slurmd, netns)"
@@ -20,4 +21,4 @@ fi
 
 trap '"$HERE/local_cluster.sh" stop >/dev/null 2>&1 || true' EXIT
 "$HERE/local_cluster.sh" start
-"$HERE/end_to_end.sh" "$DLCALIBRATE"
+"$HERE/end_to_end.sh" "$DLCALIBRATE" "$DLSIM"

@@ -5,11 +5,14 @@
 # give exit code 2 and one line. Needs the cluster of tests/slurm/local_cluster.sh (started
 # first) or any Slurm with a partition `debug` of two nodes.
 #
-#   tests/slurm/end_to_end.sh [path/to/dlcalibrate]     (default: build/calibrate/dlcalibrate)
+#   tests/slurm/end_to_end.sh [path/to/dlcalibrate [path/to/dlsim]]
+#   (defaults: build/calibrate/dlcalibrate, build/simulator/dlsim)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 DLCALIBRATE=$(realpath "${1:-$HERE/../../build/calibrate/dlcalibrate}")
+# dlsim, to predict with the fitted profile: the second argument, or next to dlcalibrate's build.
+DLCALIBRATE_DLSIM=$(realpath "${2:-$(dirname "$DLCALIBRATE")/../simulator/dlsim}")
 export SLURM_CONF=${SLURM_CONF:-${DLSIM_SLURM_DIR:-/tmp/dlsim-slurm}/slurm.conf}
 PARTITION=${DLSIM_SLURM_PARTITION:-debug}
 
@@ -28,10 +31,18 @@ OUT=$(mktemp -d /tmp/dlsim-e2e.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 chmod 755 "$OUT"
 
-step "submitting the CPU calibration of 2 nodes (tiny sizes) and waiting for it"
+# With MPI built in, the job also runs the MPI step across the two nodes (srun --mpi=pmix):
+# point to point between node1 and node2 and an allreduce sweep.
+mpi=()
+if "$DLCALIBRATE" run mpi --help >/dev/null 2>&1 &&
+  ! "$DLCALIBRATE" run mpi --help 2>&1 | grep -q "built without MPI"; then
+  mpi=(--mpi --mpi-args "--ops p2p,allreduce -b 8B -e 1MiB -f 4 -n 3 -w 1")
+fi
+
+step "submitting the CPU${mpi:+ and MPI} calibration of 2 nodes (tiny sizes) and waiting for it"
 # Tiny sweep: two array sizes, copy and triad, and the one small GEMM shape that fits.
 job=$(timeout 180 "$DLCALIBRATE" slurm --nodes 2 --partition "$PARTITION" --time 00:05:00 \
-  --output-dir "$OUT" --poll 1 --submit --wait \
+  --output-dir "$OUT" --poll 1 --submit --wait "${mpi[@]}" \
   --cpu-args "--ops copy,triad,gemm -b 64KiB -e 128KiB -n 3 -w 1 --max-flops 0.5GFLOP") ||
   fail "dlcalibrate slurm --submit --wait failed (exit $?); job log: $(cat "$OUT"/slurm-*.out 2>/dev/null)"
 [[ $job =~ ^[0-9]+$ ]] || fail "dlcalibrate slurm printed '$job', not a job id"
@@ -55,6 +66,19 @@ for node in node1 node2; do
   step "$n records from $node"
 done
 "$DLCALIBRATE" show "$OUT/merged.jsonl" >/dev/null || fail "dlcalibrate show cannot read merged.jsonl"
+
+if ((${#mpi[@]})); then
+  n=$(grep -c '"op":"p2p_latency".*"nodes":2\|"nodes":2.*"op":"p2p_latency"' "$OUT/merged.jsonl" || true)
+  ((n > 0)) || fail "no point-to-point latency between the two nodes in merged.jsonl"
+  step "$n point-to-point latencies between node1 and node2"
+  step "fitting the merged results into a profile and predicting with it"
+  "$DLCALIBRATE" fit "$OUT/merged.jsonl" -o "$OUT/local.yaml" >"$OUT/fit.txt" ||
+    fail "dlcalibrate fit failed: $(cat "$OUT/fit.txt")"
+  grep -q "network latency:" "$OUT/fit.txt" || fail "the fit mapped no network latency: $(cat "$OUT/fit.txt")"
+  grep -q "message_overhead:" "$OUT/local.yaml" || fail "the profile has no network section"
+  "$DLCALIBRATE_DLSIM" predict --model resnet18 --gpus 2 --cluster "$OUT/local.yaml" >/dev/null ||
+    fail "dlsim predict cannot use the fitted profile"
+fi
 
 step "a partition Slurm does not know must be one error line and exit code 2"
 set +e

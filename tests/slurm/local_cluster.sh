@@ -21,6 +21,7 @@ set -euo pipefail
 
 DIR=${DLSIM_SLURM_DIR:-/tmp/dlsim-slurm}
 CONF=$DIR/slurm.conf
+NODE_TMP=/run/dlsim-slurm-node-tmp # bound to $DIR/<node>/tmp in each node's mount namespace
 NODES=(node1 node2)
 ADDRS=(10.77.0.2 10.77.0.3)
 CTL_ADDR=10.77.0.1
@@ -142,6 +143,10 @@ SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=$DIR/ctld
 SlurmdSpoolDir=$DIR/%n/spool
+# Each node's temporary directory (PMIx puts its per-step directories there): one path that every
+# slurmd's mount namespace binds to a directory of its own, so two nodes on one machine do not
+# collide in one /tmp.
+TmpFS=$NODE_TMP
 SlurmctldPidFile=$DIR/slurmctld.pid
 SlurmdPidFile=$DIR/%n/slurmd.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
@@ -215,18 +220,20 @@ start_munge() {
 
 start_slurmd() {
   local mode=$1 node=$2 ns
-  mkdir -p "$DIR/$node/spool"
+  mkdir -p "$DIR/$node/spool" "$DIR/$node/tmp" "$NODE_TMP"
   ns=$(netns_name "$node")
   # The inner script is fixed; the node name, directory and config come in as arguments.
   # shellcheck disable=SC2016 # expanded by the inner sh
-  local inner='node=$1 dir=$2 conf=$3
+  local inner='node=$1 dir=$2 conf=$3 tmp=$4
 hostname "$node"
 mount --bind "$dir/hosts" /etc/hosts
+mount --bind "$dir/$node/tmp" "$tmp"
 exec slurmd -f "$conf" -N "$node"'
   if [[ $mode == netns ]]; then
-    nsenter --net="/run/netns/$ns" unshare --uts --mount sh -c "$inner" sh "$node" "$DIR" "$CONF"
+    nsenter --net="/run/netns/$ns" unshare --uts --mount sh -c "$inner" sh "$node" "$DIR" "$CONF" \
+      "$NODE_TMP"
   elif unshare --uts --mount true 2>/dev/null; then
-    unshare --uts --mount sh -c "$inner" sh "$node" "$DIR" "$CONF"
+    unshare --uts --mount sh -c "$inner" sh "$node" "$DIR" "$CONF" "$NODE_TMP"
   else
     slurmd -f "$CONF" -N "$node"
   fi
