@@ -948,16 +948,6 @@ void run_gpu(const GpuOptions& o, const std::string& command_line) {
       left_out ? fmt::format(", {} left out (see the warnings)", left_out) : "");
 }
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 }  // namespace
 
 const std::vector<std::string>& gpu_ops() {
@@ -1004,7 +994,7 @@ void add_run_gpu(CLI::App& run, const std::string& command_line) {
       ->required();
   c->callback([o, text, command_line] {
     if (o->out == "-") fail_at({}, "--output", "needs a file (results are appended as measured)");
-    o->ops = split((*text)["ops"]);
+    o->ops = split_list((*text)["ops"]);
     o->from_bytes = parse_size_flag("--minbytes", (*text)["from"]);
     o->to_bytes = parse_size_flag("--maxbytes", (*text)["to"]);
     try {

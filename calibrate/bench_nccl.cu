@@ -437,16 +437,6 @@ class Runner {
   std::size_t measured_ = 0, skipped_ = 0;
 };
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 }  // namespace
 
 void add_run_nccl(CLI::App& run, const std::string& command_line) {
@@ -475,7 +465,7 @@ void add_run_nccl(CLI::App& run, const std::string& command_line) {
   c->add_flag("--resume", o->resume, "Continue an existing results file");
   c->add_option("-o,--output", o->out, "Results file (JSON Lines), written by rank 0")->required();
   c->callback([o, text, command_line] {
-    o->ops = split((*text)["ops"]);
+    o->ops = split_list((*text)["ops"]);
     static const std::vector<std::string> known = {"allreduce", "allgather", "reducescatter",
                                                    "broadcast"};
     if (o->ops.empty()) fail_at({}, "--ops", "names no operation");

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <ostream>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -127,6 +128,16 @@ std::vector<double> geometric_sizes(double from, double to, double factor, doubl
     if (to == from) break;
   }
   return sizes;
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
 }
 
 double parse_size_flag(const std::string& flag, const std::string& text) {

@@ -69,6 +69,9 @@ struct Benchmark {
 // An InputError for from <= 0, to < from, factor <= 1 (unless from == to), or from < align.
 std::vector<double> geometric_sizes(double from, double to, double factor, double align = 1);
 
+// "a,b,,c" -> {a, b, c}: the comma-separated lists of the benchmark flags (--ops).
+std::vector<std::string> split_list(const std::string& text);
+
 // A size flag ("64KiB") in bytes; InputError naming the flag for a bad or negative value.
 double parse_size_flag(const std::string& flag, const std::string& text);
 

@@ -25,16 +25,6 @@
 namespace dlsim::calibrate {
 namespace {
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 template <class Parse>
 double parse_flag(const std::string& flag, const std::string& text, Parse parse) {
   try {
