@@ -1,23 +1,107 @@
-// dlvalidate: compares dlsim predictions with real training-step runs and published
-// measurements. The comparison commands arrive with the validation subsystem; this
-// program currently states its interface.
+// dlvalidate: dlsim's predictions against measurements (docs/validate.md). This version compares
+// published runs (`dlvalidate published`) and reports the error per case and per data set.
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
+
 #include <iostream>
 
+#include "common/error.hpp"
+#include "common/output.hpp"
 #include "common/version.hpp"
+#include "validate/published.hpp"
+
+namespace {
+
+namespace val = dlsim::validate;
+
+std::string command_line(int argc, char** argv) {
+  std::string s = "dlvalidate";
+  for (int i = 1; i < argc; ++i) s += " " + std::string(argv[i]);
+  return s;
+}
+
+int gate_failures = 0;
+
+void add_published(CLI::App& app, const std::string& command) {
+  auto* c = app.add_subcommand(
+      "published", "Published runs (CSV) against predictions, per a cases file; the error report");
+  struct Opt {
+    std::vector<std::string> data, cases;
+    std::string out = "-", json;
+    std::optional<double> max_median, max_p90;
+  };
+  auto o = std::make_shared<Opt>();
+  c->add_option("--data", o->data,
+                "CSV of measurements (throughput.csv / scaling_claims.csv columns)")
+      ->required();
+  c->add_option("--cases", o->cases, "Cases files (YAML) mapping rows to dlsim configurations")
+      ->required();
+  c->add_option("-o,--output", o->out, "The Markdown report (- for stdout)");
+  c->add_option("--json", o->json, "Also write the JSON summary and comparisons here");
+  c->add_option("--max-median-error", o->max_median,
+                "Exit 1 when a data set's median |error| is above this, in %");
+  c->add_option("--max-p90-error", o->max_p90,
+                "Exit 1 when a data set's P90 |error| is above this, in %");
+  c->callback([o, command] {
+    // Everything is read and predicted before any file is written.
+    std::vector<val::Table> tables;
+    for (const auto& d : o->data) tables.push_back(val::read_table(d));
+    std::vector<val::CaseFile> files;
+    std::vector<val::Comparison> all;
+    for (const auto& f : o->cases) {
+      files.push_back(val::read_cases(f));
+      const auto cs = val::compare(tables, files.back());
+      all.insert(all.end(), cs.begin(), cs.end());
+    }
+    const auto summary = val::summarize(all);
+    const auto md = val::report_markdown(all, summary, files, command);
+    if (!o->json.empty()) dlsim::write_output(o->json, val::report_json(all, summary));
+    dlsim::write_output(o->out, md);
+    for (const auto& s : summary) {
+      std::cerr << fmt::format(
+          "dlvalidate: {}: {} comparisons, median |error| {:.1f} %, P90 "
+          "{:.1f} %, worst {:.1f} % ({})\n",
+          s.data_set, s.count, s.median_abs * 100, s.p90_abs * 100, s.worst_abs * 100,
+          s.worst_case);
+      if (o->max_median && s.median_abs * 100 > *o->max_median) {
+        std::cerr << fmt::format("dlvalidate: gate: {} median {:.1f} % is above {} %\n", s.data_set,
+                                 s.median_abs * 100, *o->max_median);
+        ++gate_failures;
+      }
+      if (o->max_p90 && s.p90_abs * 100 > *o->max_p90) {
+        std::cerr << fmt::format("dlvalidate: gate: {} P90 {:.1f} % is above {} %\n", s.data_set,
+                                 s.p90_abs * 100, *o->max_p90);
+        ++gate_failures;
+      }
+    }
+  });
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{
-      "dlvalidate: compare dlsim predictions with measured training throughput.\n"
-      "No validation commands are available in this version of dlsim."};
+  CLI::App app{"dlvalidate: dlsim's predictions against measured training runs"};
   app.set_version_flag("--version", std::string("dlvalidate ") + dlsim::kVersion);
+  app.require_subcommand(1);
+  add_published(app, command_line(argc, argv));
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    std::cerr << "dlvalidate: error: " << e.what() << " (see dlvalidate --help)\n";
+    return 2;
+  } catch (const dlsim::InputError& e) {
+    std::cerr << "dlvalidate: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "dlvalidate: internal error: " << e.what() << "\n";
+    return 3;
   }
-  std::cout << app.help();
-  return 0;
+  return gate_failures > 0 ? 1 : 0;
 }

@@ -1,0 +1,317 @@
+#include "validate/published.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/config.hpp"
+#include "common/error.hpp"
+#include "common/units.hpp"
+
+namespace dlsim::validate {
+namespace {
+
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (c == '"') {
+      if (quoted && i + 1 < line.size() && line[i + 1] == '"') {
+        out.back() += '"';  // "" inside quotes
+        ++i;
+      } else {
+        quoted = !quoted;
+      }
+    } else if (c == ',' && !quoted) {
+      out.emplace_back();
+    } else if (c != '\r') {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::string> string_map(const ConfigNode& n) {
+  std::map<std::string, std::string> m;
+  for (const auto& k : n.keys()) m[k] = n.get<std::string>(k);
+  n.finish();
+  return m;
+}
+
+bool matches(const Row& row, const std::map<std::string, std::string>& exact,
+             const std::map<std::string, std::string>& contains) {
+  for (const auto& [k, v] : exact) {
+    if (row.at(k) != v) return false;
+  }
+  for (const auto& [k, v] : contains) {
+    if (row.at(k).find(v) == std::string::npos) return false;
+  }
+  return true;
+}
+
+double number(const Table& t, std::size_t i, const std::string& column) {
+  const auto& text = t.rows[i].at(column);
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  fail_at({t.path, t.lines[i]}, column, fmt::format("'{}' is not a number", text));
+}
+
+// Nearest-rank percentile of sorted values (q in (0, 1]).
+double percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+  return sorted[std::max<std::size_t>(rank, 1) - 1];
+}
+
+}  // namespace
+
+Table read_table(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail_at({path}, "--data", "cannot open the file");
+  Table t;
+  t.path = path;
+  t.name = std::filesystem::path(path).stem().string();
+  std::string line;
+  if (!std::getline(in, line)) fail_at({path}, "", "empty file (no header row)");
+  t.columns = split_csv(line);
+  int no = 1;
+  while (std::getline(in, line)) {
+    ++no;
+    if (line.empty() || line == "\r") continue;
+    const auto cells = split_csv(line);
+    if (cells.size() != t.columns.size()) {
+      fail_at({path, no}, "",
+              fmt::format("{} fields where the header has {} (a cut or misquoted row)",
+                          cells.size(), t.columns.size()));
+    }
+    Row r;
+    for (std::size_t i = 0; i < cells.size(); ++i) r[t.columns[i]] = cells[i];
+    t.rows.push_back(std::move(r));
+    t.lines.push_back(no);
+  }
+  return t;
+}
+
+CaseFile read_cases(const std::string& path) {
+  const auto root = ConfigNode::load_file(path);
+  CaseFile f;
+  f.path = path;
+  if (root.get<std::string>("kind") != "validation-cases") {
+    root.child("kind").fail("expected 'validation-cases'");
+  }
+  f.name = root.get<std::string>("name");
+  f.description = root.get<std::string>("description");
+  f.source = root.get<std::string>("source");
+  for (const auto& c : root.child("cases").elements()) {
+    Case k;
+    k.name = c.get<std::string>("name");
+    k.data = c.get<std::string>("data");
+    k.match = string_map(c.child("match"));
+    if (c.has("contains")) k.contains = string_map(c.child("contains"));
+    k.quantity = c.get<std::string>("quantity");
+    if (k.quantity != "throughput" && k.quantity != "scaling_efficiency") {
+      c.child("quantity").fail("must be throughput or scaling_efficiency");
+    }
+    if (c.has("anchor")) {
+      const auto a = c.child("anchor");
+      if (a.has("match")) k.anchor_match = string_map(a.child("match"));
+      if (a.has("throughput")) k.anchor_throughput = a.get<double>("throughput");
+      a.finish();
+      if (k.anchor_match.empty() == !k.anchor_throughput) {
+        a.fail("give exactly one of match (a row of the table) or throughput (samples/s)");
+      }
+    }
+    const auto p = c.child("predict");
+    auto& o = k.predict;
+    o.cluster = p.get<std::string>("cluster");
+    o.framework = p.get_or<std::string>("framework", o.framework);
+    if (p.has("strategy")) o.strategy = p.get<std::string>("strategy");
+    o.precision = p.get_or<std::string>("precision", o.precision);
+    o.optimizer = p.get_or<std::string>("optimizer", o.optimizer);
+    o.engine = p.get_or<std::string>("engine", o.engine);
+    if (p.has("batch")) k.batch = p.get<std::string>("batch");
+    if (p.has("fusion_threshold")) {
+      o.framework_options.fusion_threshold = parse_bytes(p.get<std::string>("fusion_threshold"));
+    }
+    if (p.has("cycle_time")) {
+      o.framework_options.cycle_time = parse_seconds(p.get<std::string>("cycle_time"));
+    }
+    if (p.has("mode")) o.framework_options.mode = p.get<std::string>("mode");
+    if (p.has("ps_servers")) o.framework_options.ps_servers = p.get<int>("ps_servers");
+    p.finish();
+    c.finish();
+    f.cases.push_back(std::move(k));
+  }
+  root.finish();
+  if (f.cases.empty()) root.child("cases").fail("no cases");
+  return f;
+}
+
+std::vector<Comparison> compare(const std::vector<Table>& tables, const CaseFile& file) {
+  std::vector<Comparison> out;
+  for (const auto& c : file.cases) {
+    const auto t = std::find_if(tables.begin(), tables.end(),
+                                [&](const Table& x) { return x.name == c.data; });
+    const std::string where = fmt::format("case '{}'", c.name);
+    if (t == tables.end()) {
+      fail_at({file.path}, where, fmt::format("no --data file named '{}'", c.data));
+    }
+    std::vector<std::string> needed = {"model", "num_gpus", "value", "unit"};
+    if (!c.batch) needed.push_back("batch_per_gpu");
+    for (const auto& [k, v] : c.match) needed.push_back(k);
+    for (const auto& [k, v] : c.contains) needed.push_back(k);
+    for (const auto& [k, v] : c.anchor_match) needed.push_back(k);
+    for (const auto& col : needed) {
+      if (std::find(t->columns.begin(), t->columns.end(), col) == t->columns.end()) {
+        fail_at({t->path}, col,
+                fmt::format("missing column (needed by {} of {})", where, file.path));
+      }
+    }
+    // The rows of the case, one per GPU count (the first in file order).
+    std::map<int, std::size_t> by_gpus;
+    for (std::size_t i = 0; i < t->rows.size(); ++i) {
+      if (!matches(t->rows[i], c.match, c.contains)) continue;
+      by_gpus.try_emplace(static_cast<int>(number(*t, i, "num_gpus")), i);
+    }
+    if (by_gpus.empty()) fail_at({file.path}, where, "matches no row of " + t->path);
+    std::optional<std::size_t> anchor_row;
+    double anchor = 0;
+    if (c.anchor_throughput) {
+      anchor = *c.anchor_throughput;
+    } else if (!c.anchor_match.empty()) {
+      for (const auto& [g, i] : by_gpus) {
+        if (matches(t->rows[i], c.anchor_match, {})) {
+          anchor_row = i;
+          break;
+        }
+      }
+      if (!anchor_row) fail_at({file.path}, where, "its anchor matches none of its rows");
+      anchor = number(*t, *anchor_row, "value");
+    }
+    for (const auto& [gpus, i] : by_gpus) {
+      const auto& row = t->rows[i];
+      const std::string unit = row.at("unit");
+      const bool efficiency = c.quantity == "scaling_efficiency";
+      if (efficiency ? unit != "%" : unit.find("/s") == std::string::npos) {
+        fail_at({t->path, t->lines[i]}, "unit",
+                fmt::format("'{}' is not a {} unit ({})", unit, c.quantity, where));
+      }
+      simulator::PredictOptions o = c.predict;
+      o.model = row.at("model");
+      o.gpus = gpus;
+      o.batch = c.batch ? *c.batch : row.at("batch_per_gpu");
+      if (c.anchor_throughput || anchor_row) o.anchor_throughput = anchor;
+      const auto p = simulator::predict(o);
+      Comparison k;
+      k.data_set = file.name;
+      k.case_name = c.name;
+      k.model = o.model;
+      k.gpus = gpus;
+      k.measured = number(*t, i, "value");
+      k.predicted = efficiency ? p.scaling_efficiency * 100 : p.throughput;
+      k.unit = efficiency ? "%" : "samples/s";
+      k.error = (k.predicted - k.measured) / k.measured;
+      k.line = t->lines[i];
+      k.anchor = anchor_row && *anchor_row == i;
+      out.push_back(k);
+    }
+  }
+  return out;
+}
+
+std::vector<Summary> summarize(const std::vector<Comparison>& comparisons) {
+  std::map<std::string, std::vector<const Comparison*>> groups;
+  for (const auto& c : comparisons) {
+    if (c.anchor) continue;
+    groups[c.data_set].push_back(&c);
+    groups["all"].push_back(&c);
+  }
+  std::vector<Summary> out;
+  for (auto& [name, cs] : groups) {
+    Summary s;
+    s.data_set = name;
+    s.count = static_cast<int>(cs.size());
+    std::vector<double> e;
+    for (const auto* c : cs) {
+      e.push_back(std::abs(c->error));
+      if (std::abs(c->error) >= s.worst_abs) {
+        s.worst_abs = std::abs(c->error);
+        s.worst_case = fmt::format("{} {} GPUs", c->case_name, c->gpus);
+      }
+    }
+    std::sort(e.begin(), e.end());
+    s.median_abs = e.size() % 2 ? e[e.size() / 2] : 0.5 * (e[e.size() / 2 - 1] + e[e.size() / 2]);
+    s.p90_abs = percentile(e, 0.9);
+    out.push_back(s);
+  }
+  // "all" last.
+  std::stable_partition(out.begin(), out.end(),
+                        [](const Summary& s) { return s.data_set != "all"; });
+  return out;
+}
+
+std::string report_markdown(const std::vector<Comparison>& cs, const std::vector<Summary>& ss,
+                            const std::vector<CaseFile>& files, const std::string& command) {
+  std::string o = "# dlsim against published runs\n\n";
+  o += fmt::format(
+      "Generated by `{}`. Errors are (predicted - measured) / measured; a row that "
+      "anchors compute (`--anchor-throughput`) is marked and left out of the "
+      "statistics. P90 is the nearest-rank 90th percentile of |error|.\n\n",
+      command);
+  o += "| data set | comparisons | median abs error | P90 abs error | worst |\n";
+  o += "|---|--:|--:|--:|---|\n";
+  for (const auto& s : ss) {
+    o += fmt::format("| {} | {} | {:.1f} % | {:.1f} % | {:.1f} % ({}) |\n", s.data_set, s.count,
+                     s.median_abs * 100, s.p90_abs * 100, s.worst_abs * 100, s.worst_case);
+  }
+  for (const auto& f : files) {
+    o += fmt::format("\n## {}\n\n{}\n\nSource: {}\n\n", f.name, f.description, f.source);
+    o += "| case | model | GPUs | measured | predicted | error |\n|---|---|--:|--:|--:|--:|\n";
+    for (const auto& c : cs) {
+      if (c.data_set != f.name) continue;
+      o += fmt::format("| {} | {} | {} | {:.4g} {} | {:.4g} {} | {} |\n", c.case_name, c.model,
+                       c.gpus, c.measured, c.unit, c.predicted, c.unit,
+                       c.anchor ? "anchor" : fmt::format("{:+.1f} %", c.error * 100));
+    }
+  }
+  return o;
+}
+
+std::string report_json(const std::vector<Comparison>& cs, const std::vector<Summary>& ss) {
+  nlohmann::json j;
+  j["summary"] = nlohmann::json::array();
+  for (const auto& s : ss) {
+    j["summary"].push_back({{"data_set", s.data_set},
+                            {"comparisons", s.count},
+                            {"median_abs_error", s.median_abs},
+                            {"p90_abs_error", s.p90_abs},
+                            {"worst_abs_error", s.worst_abs},
+                            {"worst_case", s.worst_case}});
+  }
+  j["comparisons"] = nlohmann::json::array();
+  for (const auto& c : cs) {
+    j["comparisons"].push_back({{"data_set", c.data_set},
+                                {"case", c.case_name},
+                                {"model", c.model},
+                                {"gpus", c.gpus},
+                                {"measured", c.measured},
+                                {"predicted", c.predicted},
+                                {"unit", c.unit},
+                                {"error", c.error},
+                                {"anchor", c.anchor},
+                                {"line", c.line}});
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace dlsim::validate

@@ -1,0 +1,77 @@
+#pragma once
+// Published runs against dlsim's predictions (docs/validate.md, "Published runs"). A data set is
+// any CSV with a header row (the columns of ../shared/validation/throughput.csv or
+// scaling_claims.csv); a cases file maps its rows to dlsim configurations, so adding a published
+// table needs data only, no code.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "simulator/predict.hpp"
+
+namespace dlsim::validate {
+
+using Row = std::map<std::string, std::string>;
+
+struct Table {
+  std::string name;  // the file's stem: cases select it with `data:`
+  std::string path;
+  std::vector<std::string> columns;
+  std::vector<Row> rows;
+  std::vector<int> lines;  // 1-based file line of each row
+};
+// Reads a CSV (RFC 4180 quoting). A row with another number of fields than the header, or a
+// missing file, is an InputError naming the file and line.
+Table read_table(const std::string& path);
+
+// One case: the rows it selects and the dlsim configuration that predicts them.
+struct Case {
+  std::string name;
+  std::string data;                                 // table name
+  std::map<std::string, std::string> match;         // column -> exact value
+  std::map<std::string, std::string> contains;      // column -> substring
+  std::string quantity;                             // throughput | scaling_efficiency
+  std::map<std::string, std::string> anchor_match;  // the row whose value anchors compute
+  std::optional<double> anchor_throughput;          // or a given single-GPU samples/s
+  simulator::PredictOptions predict;                // model, gpus and batch come from the row
+  std::optional<std::string> batch;                 // else the row's batch_per_gpu
+};
+struct CaseFile {
+  std::string name, description, source, path;
+  std::vector<Case> cases;
+};
+// Reads a cases file; unknown keys, a bad quantity or predict option are InputErrors naming the
+// file, line and key.
+CaseFile read_cases(const std::string& path);
+
+struct Comparison {
+  std::string data_set;  // the cases file's name
+  std::string case_name, model;
+  int gpus = 0;
+  double measured = 0, predicted = 0;  // in the quantity's unit (samples/s or %)
+  std::string unit;
+  double error = 0;     // (predicted - measured) / measured
+  int line = 0;         // of the measured row
+  bool anchor = false;  // the row that anchored compute (error 0 by construction; not counted)
+};
+
+// Runs every case against the tables; a case that matches no row, or whose anchor row is
+// missing, is an InputError naming the cases file and the case.
+std::vector<Comparison> compare(const std::vector<Table>& tables, const CaseFile& cases);
+
+struct Summary {
+  std::string data_set;
+  int count = 0;  // comparisons counted (anchors left out)
+  double median_abs = 0, p90_abs = 0, worst_abs = 0;
+  std::string worst_case;
+};
+// Per data set and overall ("all"): median, P90 (nearest rank) and worst absolute error.
+std::vector<Summary> summarize(const std::vector<Comparison>& comparisons);
+
+std::string report_markdown(const std::vector<Comparison>& c, const std::vector<Summary>& s,
+                            const std::vector<CaseFile>& files, const std::string& command);
+std::string report_json(const std::vector<Comparison>& c, const std::vector<Summary>& s);
+
+}  // namespace dlsim::validate
