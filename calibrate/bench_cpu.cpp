@@ -253,23 +253,29 @@ Benchmark stream_triad_benchmark(const std::vector<double>& array_bytes) {
   return stream_benchmark("triad", 3, array_bytes);
 }
 
+BenchPoint gemm_point(const GemmShape& g, const std::string& model, std::int64_t batch,
+                      double element_bytes) {
+  BenchPoint p;
+  p.flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) *
+            static_cast<double>(g.k);  // one product; a grouped conv's groups are separate calls
+  p.shape = g.str();
+  p.params = {{"layer", g.layer},
+              {"model", model},
+              {"batch", std::to_string(batch)},
+              {"layers", std::to_string(g.layers)},
+              {"operand_bytes",
+               count(element_bytes * static_cast<double>(g.m * g.k + g.k * g.n + g.m * g.n))}};
+  if (g.groups > 1) p.params["groups"] = std::to_string(g.groups);
+  return p;
+}
+
 Benchmark gemm_benchmark(const std::vector<GemmShape>& shapes, const std::string& model,
                          std::int64_t batch) {
   Benchmark bench;
   bench.op = "gemm";
   auto by_shape = std::make_shared<std::map<std::string, GemmShape>>();
   for (const auto& g : shapes) {
-    BenchPoint p;
-    p.flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) *
-              static_cast<double>(g.k);  // one product; a grouped conv's groups are separate calls
-    p.shape = g.str();
-    p.params = {
-        {"layer", g.layer},
-        {"model", model},
-        {"batch", std::to_string(batch)},
-        {"layers", std::to_string(g.layers)},
-        {"operand_bytes", count(4.0 * static_cast<double>(g.m * g.k + g.k * g.n + g.m * g.n))}};
-    if (g.groups > 1) p.params["groups"] = std::to_string(g.groups);
+    const BenchPoint p = gemm_point(g, model, batch, 4);
     bench.points.push_back(p);
     (*by_shape)[p.shape] = g;
   }

@@ -24,6 +24,14 @@ struct GemmShape {
   std::string str() const;  // "m=64 n=401408 k=147"
 };
 
+// The benchmark point of one GEMM shape (2mnk FLOP per call; a grouped convolution's groups are
+// separate calls), named by its shape, with the layer, model, batch, layer count, operand bytes
+// at `element_bytes` per element and, for grouped convolutions, the groups. Shared by the CPU and
+// GPU GEMM benchmarks.
+struct BenchPoint;
+BenchPoint gemm_point(const GemmShape& g, const std::string& model, std::int64_t batch,
+                      double element_bytes);
+
 // One 2-D convolution of a batch, NCHW, PyTorch's conv2d semantics.
 struct ConvShape {
   std::int64_t batch = 1, in_c = 1, in_h = 1, in_w = 1;

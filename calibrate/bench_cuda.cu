@@ -347,19 +347,9 @@ GpuBenchmark gemm_benchmark(const Gpu& gpu, const std::vector<GemmShape>& shapes
   const double element = fp16 ? 2 : 4;  // B
   auto by_shape = std::make_shared<std::map<std::string, GemmShape>>();
   for (const auto& g : shapes) {
-    BenchPoint p;
-    p.flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) *
-              static_cast<double>(g.k);  // one product; a grouped conv's groups are separate calls
-    p.shape = g.str();
-    p.params = {
-        {"layer", g.layer},
-        {"model", model},
-        {"batch", std::to_string(batch)},
-        {"layers", std::to_string(g.layers)},
-        {"operand_bytes", count(element * static_cast<double>(g.m * g.k + g.k * g.n + g.m * g.n))},
-        {"library", fp16 ? "cublasGemmEx (CUDA_R_16F, CUBLAS_COMPUTE_32F)"
-                         : "cublasSgemm (CUBLAS_DEFAULT_MATH, no TF32)"}};
-    if (g.groups > 1) p.params["groups"] = std::to_string(g.groups);
+    BenchPoint p = gemm_point(g, model, batch, element);
+    p.params["library"] = fp16 ? "cublasGemmEx (CUDA_R_16F, CUBLAS_COMPUTE_32F)"
+                               : "cublasSgemm (CUBLAS_DEFAULT_MATH, no TF32)";
     bench.points.push_back(p);
     (*by_shape)[p.shape] = g;
   }

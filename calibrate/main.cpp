@@ -16,6 +16,7 @@
 #include "calibrate/results.hpp"
 #include "calibrate/run_commands.hpp"
 #include "calibrate/slurm_commands.hpp"
+#include "common/cli.hpp"
 #include "common/error.hpp"
 #include "common/output.hpp"
 #include "common/units.hpp"
@@ -189,28 +190,11 @@ int main(int argc, char** argv) {
   CLI::App app{"dlcalibrate: measure a GPU cluster and fit the hardware profile dlsim reads"};
   app.set_version_flag("--version", std::string("dlcalibrate ") + dlsim::kVersion);
   app.require_subcommand(1);
-  add_import(app, command_line(argc, argv));
+  const std::string command = command_line(argc, argv);
+  add_import(app, command);
   add_show(app);
-  add_fit(app, command_line(argc, argv));
-  cal::add_run_commands(app, command_line(argc, argv));
-  cal::add_slurm_commands(app, command_line(argc, argv));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "dlcalibrate: error: " << e.what() << " (see dlcalibrate --help)\n";
-    return 2;
-  } catch (const dlsim::InputError& e) {
-    std::cerr << "dlcalibrate: error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "dlcalibrate: internal error: " << e.what() << "\n";
-    return 3;
-  }
-  return 0;
+  add_fit(app, command);
+  cal::add_run_commands(app, command);
+  cal::add_slurm_commands(app, command);
+  return dlsim::run_cli(app, argc, argv, "dlcalibrate");
 }

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "common/cli.hpp"
 #include "common/error.hpp"
 #include "common/version.hpp"
 #include "simulator/hardware_commands.hpp"
@@ -17,23 +18,5 @@ int main(int argc, char** argv) {
   dlsim::cli::add_hardware_commands(app);
   dlsim::cli::add_collective_command(app);
   dlsim::cli::add_predict_commands(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "dlsim: error: " << e.what() << " (see dlsim --help)\n";
-    return 2;
-  } catch (const dlsim::InputError& e) {
-    std::cerr << "dlsim: error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "dlsim: internal error: " << e.what() << "\n";
-    return 3;
-  }
-  return 0;
+  return dlsim::run_cli(app, argc, argv, "dlsim");
 }

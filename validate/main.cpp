@@ -6,6 +6,7 @@
 
 #include <iostream>
 
+#include "common/cli.hpp"
 #include "common/error.hpp"
 #include "common/output.hpp"
 #include "common/version.hpp"
@@ -85,23 +86,6 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("dlvalidate ") + dlsim::kVersion);
   app.require_subcommand(1);
   add_published(app, command_line(argc, argv));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "dlvalidate: error: " << e.what() << " (see dlvalidate --help)\n";
-    return 2;
-  } catch (const dlsim::InputError& e) {
-    std::cerr << "dlvalidate: error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "dlvalidate: internal error: " << e.what() << "\n";
-    return 3;
-  }
-  return gate_failures > 0 ? 1 : 0;
+  const int rc = dlsim::run_cli(app, argc, argv, "dlvalidate");
+  return rc == 0 && gate_failures > 0 ? 1 : rc;
 }
