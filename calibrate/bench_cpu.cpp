@@ -128,11 +128,8 @@ std::string ConvShape::str() const {
       dilation_w, groups);
 }
 
-namespace {
-
-// The convolution layer `l` of `graph` at `batch`, from its op's attributes and the shapes
-// finalize() inferred.
-ConvShape conv_of(const model::LayerGraph& graph, const model::Layer& l, std::int64_t batch) {
+// From the op's attributes and the shapes finalize() inferred.
+ConvShape conv_shape(const model::LayerGraph& graph, const model::Layer& l, std::int64_t batch) {
   const auto attrs = l.op->attributes();
   const auto& in = graph.layer(l.inputs.at(0)).output.shape;  // [C, H, W]
   const auto kernel = pair_of(attrs, "kernel"), stride = pair_of(attrs, "stride"),
@@ -158,6 +155,8 @@ ConvShape conv_of(const model::LayerGraph& graph, const model::Layer& l, std::in
   return s;
 }
 
+namespace {
+
 // Appends `x` to `list` unless an equal one (by `key`) is there, which then counts one more
 // layer.
 template <class T, class Key>
@@ -178,7 +177,7 @@ std::vector<ConvShape> model_conv_shapes(const model::LayerGraph& graph, std::in
   for (auto v : graph.order()) {
     const auto& l = graph.layer(v);
     if (l.op->kind() == "conv2d") {
-      add_unique(out, conv_of(graph, l, batch), [](const ConvShape& c) { return c.str(); });
+      add_unique(out, conv_shape(graph, l, batch), [](const ConvShape& c) { return c.str(); });
     }
   }
   return out;
@@ -190,7 +189,7 @@ std::vector<GemmShape> model_gemm_shapes(const model::LayerGraph& graph, std::in
   for (auto v : graph.order()) {
     const auto& l = graph.layer(v);
     if (l.op->kind() == "conv2d") {
-      add_unique(out, conv_of(graph, l, batch).gemm(), key);
+      add_unique(out, conv_shape(graph, l, batch).gemm(), key);
     } else if (l.op->kind() == "linear") {
       const auto& in = graph.layer(l.inputs.at(0)).output.shape;
       GemmShape g;
@@ -205,12 +204,11 @@ std::vector<GemmShape> model_gemm_shapes(const model::LayerGraph& graph, std::in
   return out;
 }
 
-void conv_forward_im2col(const ConvShape& s, const float* input, const float* weight, float* cols,
-                         float* output) {
+void im2col(const ConvShape& s, const float* input, float* cols) {
   const std::int64_t pixels = s.out_h * s.out_w;
   const std::int64_t n = s.batch * pixels;
-  // im2col, Caffe's im2col_cpu extended over the batch: row (c, ky, kx), column (b, oy, ox),
-  // row-major, so each row is written contiguously; padding reads as 0.
+  // Caffe's im2col_cpu extended over the batch: row (c, ky, kx), column (b, oy, ox), row-major,
+  // so each row is written contiguously; padding reads as 0.
   for (std::int64_t c = 0; c < s.in_c; ++c) {
     for (std::int64_t ky = 0; ky < s.kernel_h; ++ky) {
       for (std::int64_t kx = 0; kx < s.kernel_w; ++kx) {
@@ -234,6 +232,39 @@ void conv_forward_im2col(const ConvShape& s, const float* input, const float* we
       }
     }
   }
+}
+
+void col2im_add(const ConvShape& s, const float* cols, float* input_grad) {
+  const std::int64_t pixels = s.out_h * s.out_w;
+  const std::int64_t n = s.batch * pixels;
+  // The transpose of im2col (Caffe's col2im_cpu): every column entry adds into the input pixel
+  // it was copied from; padding positions are dropped.
+  for (std::int64_t c = 0; c < s.in_c; ++c) {
+    for (std::int64_t ky = 0; ky < s.kernel_h; ++ky) {
+      for (std::int64_t kx = 0; kx < s.kernel_w; ++kx) {
+        const float* row = cols + ((c * s.kernel_h + ky) * s.kernel_w + kx) * n;
+        for (std::int64_t b = 0; b < s.batch; ++b) {
+          float* image = input_grad + (b * s.in_c + c) * s.in_h * s.in_w;
+          for (std::int64_t oy = 0; oy < s.out_h; ++oy) {
+            const std::int64_t iy = oy * s.stride_h - s.pad_h + ky * s.dilation_h;
+            if (iy < 0 || iy >= s.in_h) continue;
+            const float* src = row + b * pixels + oy * s.out_w;
+            float* dst = image + iy * s.in_w;
+            for (std::int64_t ox = 0; ox < s.out_w; ++ox) {
+              const std::int64_t ix = ox * s.stride_w - s.pad_w + kx * s.dilation_w;
+              if (ix >= 0 && ix < s.in_w) dst[ix] += src[ox];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+void conv_forward_im2col(const ConvShape& s, const float* input, const float* weight, float* cols,
+                         float* output) {
+  im2col(s, input, cols);
+  const std::int64_t n = s.batch * s.out_h * s.out_w;
   // One product per group: output rows of the group = its weights x its rows of cols.
   const GemmShape g = s.gemm();
   Eigen::Map<const RowMajorF> w(weight, s.out_c, g.k);

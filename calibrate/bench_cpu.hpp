@@ -55,6 +55,15 @@ std::vector<GemmShape> model_gemm_shapes(const model::LayerGraph& graph, std::in
 // Every distinct convolution of `graph` at `batch`, in order.
 std::vector<ConvShape> model_conv_shapes(const model::LayerGraph& graph, std::int64_t batch);
 
+// The convolution layer `l` of `graph` at `batch`.
+ConvShape conv_shape(const model::LayerGraph& graph, const model::Layer& l, std::int64_t batch);
+
+// im2col of a batch: `cols` (in_c x kernel_h x kernel_w) x (batch x out_h x out_w), row-major.
+void im2col(const ConvShape& s, const float* input, float* cols);
+// Its transpose: adds every entry of `cols` into the input pixel it came from (the input
+// gradient of a convolution from the gradient of its columns).
+void col2im_add(const ConvShape& s, const float* cols, float* input_grad);
+
 // Convolution forward as im2col + GEMM. `input` is NCHW (batch x in_c x in_h x in_w), `weight`
 // PyTorch's [out_c, in_c / groups, kernel_h, kernel_w], `cols` scratch of
 // (in_c x kernel_h x kernel_w) x (batch x out_h x out_w) floats, `output` out_c x (batch x out_h

@@ -36,14 +36,25 @@ struct Points {
 };
 
 // Median rate per size for the records of `ops` on `backend`: FLOP/s by FLOP for compute, B/s
-// by bytes for memory.
+// by bytes for memory. A compute rate measured in another precision than fp32 is scaled by
+// `to_fp32[dtype]` (the fp32 peak over that precision's peak), so that rates of several
+// precisions share one curve, the fraction of each precision's own peak, as dlsim applies it
+// (simulator/compute.cpp: a GEMM's efficiency multiplies its precision's peak). A precision
+// without a factor is left out.
 Points rates(const std::vector<Measurement>& ms, const std::set<std::string>& ops,
-             const std::string& backend, bool compute) {
+             const std::string& backend, bool compute,
+             const std::map<std::string, double>& to_fp32 = {}) {
   std::map<double, std::vector<double>> by;
   for (const auto& m : ms) {
     if (!ops.count(m.op) || m.backend != backend) continue;
+    double factor = 1;
+    if (compute && m.dtype != "float32") {
+      const auto f = to_fp32.find(m.dtype);
+      if (f == to_fp32.end()) continue;
+      factor = f->second;
+    }
     const double x = compute ? m.flops : m.bytes;
-    const double r = compute ? m.flop_rate() : m.algbw();
+    const double r = (compute ? m.flop_rate() : m.algbw()) * factor;
     if (x > 0 && r > 0) by[x].push_back(r);
   }
   Points p;
@@ -95,8 +106,21 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
 
   // ---- device ----
   for (const std::string backend : {"cpu", "cuda"}) {
-    const auto gemm = rates(ms, {"gemm"}, backend, true);
-    const auto conv = rates(ms, {"conv_fwd"}, backend, true);
+    // The base GPU's datasheet peaks put fp16/bf16 rates on the fp32 scale (a CPU measures
+    // fp32 only).
+    std::map<std::string, double> to_fp32;
+    if (backend == "cuda") {
+      const auto& peaks = node.gpu.peak;
+      const auto fp32 = peaks.find("fp32");
+      for (const auto& [dtype, key] : {std::pair{"float16", "fp16"}, std::pair{"bfloat16", "bf16"}}) {
+        const auto p = peaks.find(key);
+        if (fp32 != peaks.end() && p != peaks.end() && p->second.value() > 0) {
+          to_fp32[dtype] = fp32->second.value() / p->second.value();
+        }
+      }
+    }
+    const auto gemm = rates(ms, {"gemm"}, backend, true, to_fp32);
+    const auto conv = rates(ms, {"conv_fwd"}, backend, true, to_fp32);
     const auto mem = rates(ms, {"copy", "triad"}, backend, false);
     if (gemm.size.size() < 2 && mem.size.size() < 2) continue;
     if (!gpu_yaml.empty()) fail_at({}, "RESULTS", "results of both a CPU and a GPU device");
