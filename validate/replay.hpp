@@ -1,0 +1,66 @@
+#pragma once
+// `dlvalidate replay`: a real data-parallel training step, one rank per worker, as
+// tf_cnn_benchmarks and Horovod's synthetic benchmark run one (docs/validate.md, "Replay"):
+// every layer's forward and backward kernels at the model's shapes on synthetic data, the
+// gradient exchange of a framework policy (the same policy objects dlsim predicts with), and
+// the optimizer update. It times every step on every rank and writes a measurement file (JSON)
+// and a row of throughput.csv's columns (CSV) that `dlvalidate published` reads.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "simulator/framework.hpp"
+#include "validate/replay_comm.hpp"
+
+namespace dlsim::validate {
+
+struct ReplayOptions {
+  std::string model;
+  std::int64_t batch = 8;  // per rank
+  std::string framework = "horovod";
+  std::optional<std::string> strategy;
+  simulator::FrameworkOptions framework_options;
+  int steps = 5;   // timed
+  int warmup = 2;  // run first, not timed
+  std::uint64_t seed = 1;
+  std::string source_id = "replay";
+  std::string inter_node;  // a label of the network between nodes, for the CSV row
+  std::string json, csv;   // outputs (rank 0 writes them)
+};
+
+// One rank's timings, in seconds, one entry per timed step.
+struct RankTimes {
+  int rank = 0;
+  std::string host;
+  std::vector<double> step, forward, backward, exchange_wait, update;
+  double exchanged_bytes = 0;  // per step, sent into the exchange by this rank
+  int collectives = 0;         // per step
+};
+
+struct Measurement {
+  ReplayOptions options;
+  std::string strategy, policy;  // resolved
+  int ranks = 1, nodes = 1;
+  std::string library, command, date, dlsim_version, cpu;
+  double gradient_bytes = 0;
+  int gradient_tensors = 0;
+  double allocated_bytes = 0;  // per rank
+  std::vector<RankTimes> per_rank;
+  // The job's step time: per step the slowest rank's; the median over the timed steps.
+  double step_median_s = 0, step_mean_s = 0, step_min_s = 0, step_max_s = 0, step_stddev_s = 0;
+  double samples_per_s = 0;  // ranks x batch / median step time
+};
+
+// Runs the replay on every rank of `comm`. Returns the measurement on rank 0 (others get an
+// empty one). Bad options are InputErrors; ranks whose configuration differs from rank 0's are
+// an InputError on rank 0 naming the rank and the setting.
+Measurement run_replay(const ReplayOptions& options, ReplayComm& comm, const std::string& command);
+
+// The measurement as JSON (docs/validate.md, "Replay output") and as a CSV with
+// ../shared/validation/throughput.csv's columns and one row.
+std::string replay_json(const Measurement& m);
+std::string replay_csv(const Measurement& m);
+
+}  // namespace dlsim::validate

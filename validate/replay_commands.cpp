@@ -1,0 +1,121 @@
+#include "validate/replay_commands.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "common/error.hpp"
+#include "common/output.hpp"
+#include "common/units.hpp"
+#include "validate/replay.hpp"
+
+namespace dlsim::validate {
+namespace {
+
+struct Flags {
+  ReplayOptions o;
+  std::string fusion_threshold, cycle_time, bucket_cap, first_bucket, mode, ps_servers;
+};
+
+template <class Parse>
+auto parse_flag(const std::string& text, const std::string& flag, Parse parse) {
+  try {
+    return parse(text);
+  } catch (const std::invalid_argument& e) {
+    fail_at({}, flag, e.what());
+  }
+}
+
+// An output's folder must exist before the run, so that a finished run cannot fail to write.
+void check_output(const std::string& path, const std::string& flag) {
+  if (path.empty() || path == "-") return;
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty() && !std::filesystem::is_directory(dir)) {
+    fail_at({}, flag, fmt::format("folder '{}' of '{}' does not exist", dir.string(), path));
+  }
+}
+
+ReplayOptions resolve(const Flags& f) {
+  ReplayOptions o = f.o;
+  auto& fw = o.framework_options;
+  if (!f.fusion_threshold.empty()) {
+    fw.fusion_threshold = parse_flag(f.fusion_threshold, "--fusion-threshold", parse_bytes);
+  }
+  if (!f.cycle_time.empty()) fw.cycle_time = parse_flag(f.cycle_time, "--cycle-time", parse_seconds);
+  if (!f.bucket_cap.empty()) fw.bucket_cap = parse_flag(f.bucket_cap, "--bucket-cap", parse_bytes);
+  if (!f.first_bucket.empty()) {
+    fw.first_bucket = parse_flag(f.first_bucket, "--first-bucket", parse_bytes);
+  }
+  if (!f.mode.empty()) fw.mode = f.mode;
+  if (!f.ps_servers.empty()) {
+    fw.ps_servers = parse_flag(f.ps_servers, "--ps-servers", [](const std::string& s) {
+      std::size_t used = 0;
+      const int v = std::stoi(s, &used);
+      if (used != s.size() || v < 1) throw std::invalid_argument("expected a count of at least 1, got '" + s + "'");
+      return v;
+    });
+  }
+  check_output(o.json, "--json");
+  check_output(o.csv, "--csv");
+  if (o.json.empty() && o.csv.empty()) {
+    fail_at({}, "--json", "give --json and/or --csv: the replay's measurement goes there");
+  }
+  return o;
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app, const std::string& command) {
+  auto* c = app.add_subcommand(
+      "replay",
+      "A real data-parallel training step under mpirun/srun (one rank per worker): the model's "
+      "kernels on synthetic data and the framework's gradient exchange, timed");
+  auto f = std::make_shared<Flags>();
+  c->add_option("--model", f->o.model, "Zoo model or model file")->required();
+  c->add_option("--batch", f->o.batch, "Samples per rank and step (default 8)");
+  c->add_option("--framework", f->o.framework,
+                "Framework policy: horovod, pytorch-ddp, tf-ps, mxnet-kvstore, ... (default "
+                "horovod)");
+  c->add_option("--strategy", f->o.strategy, "ring or ps (default: the framework's)");
+  c->add_option("--steps", f->o.steps, "Timed steps (default 5)");
+  c->add_option("--warmup", f->o.warmup, "Untimed steps first (default 2)");
+  c->add_option("--seed", f->o.seed, "Seed of the synthetic data (default 1)");
+  c->add_option("--fusion-threshold", f->fusion_threshold, "Horovod fusion buffer (e.g. 64MiB)");
+  c->add_option("--cycle-time", f->cycle_time, "Horovod cycle time (e.g. 5ms)");
+  c->add_option("--bucket-cap", f->bucket_cap, "DDP bucket size (e.g. 25MiB)");
+  c->add_option("--first-bucket", f->first_bucket, "DDP first bucket size (e.g. 1MiB)");
+  c->add_option("--mode", f->mode, "tf-ps / mxnet-kvstore mode");
+  c->add_option("--ps-servers", f->ps_servers, "Parameter servers (colocated with the ranks)");
+  c->add_option("--source-id", f->o.source_id, "source_id of the CSV row (default replay)");
+  c->add_option("--inter-node", f->o.inter_node,
+                "Label of the network between nodes for the CSV row (e.g. 'tcp 1 Gbit/s')");
+  c->add_option("--json", f->o.json, "The measurement as JSON");
+  c->add_option("--csv", f->o.csv, "The measurement as a throughput.csv row");
+  c->callback([f, command] {
+    const ReplayOptions o = resolve(*f);
+    auto comm = make_replay_comm(nullptr, nullptr);
+    Measurement m;
+    try {
+      m = run_replay(o, *comm, command);
+    } catch (const InputError&) {
+      throw;  // rank 0's, after every rank agreed to stop
+    } catch (const std::exception& e) {
+      // An MPI failure or anything else mid-run: the other ranks may be inside a collective,
+      // so the whole job ends here, with nothing written.
+      std::cerr << fmt::format("dlvalidate: error: replay rank {} of {}: {}\n", comm->rank(),
+                               comm->size(), e.what());
+      comm->abort(2);
+    }
+    if (comm->rank() != 0) return;
+    if (!o.json.empty()) write_output(o.json, replay_json(m));
+    if (!o.csv.empty()) write_output(o.csv, replay_csv(m));
+    std::cerr << fmt::format(
+        "dlvalidate: replay {} on {} rank(s), {} node(s), batch {} per rank, {} {}: step {:.4f} s "
+        "median ({:.4f}-{:.4f} s over {} steps), {:.2f} samples/s\n",
+        o.model, m.ranks, m.nodes, o.batch, o.framework, m.strategy, m.step_median_s,
+        m.step_min_s, m.step_max_s, o.steps, m.samples_per_s);
+  });
+}
+
+}  // namespace dlsim::validate
