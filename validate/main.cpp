@@ -10,6 +10,7 @@
 #include "common/error.hpp"
 #include "common/output.hpp"
 #include "common/version.hpp"
+#include "validate/import_commands.hpp"
 #include "validate/published.hpp"
 
 namespace {
@@ -86,6 +87,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("dlvalidate ") + dlsim::kVersion);
   app.require_subcommand(1);
   add_published(app, command_line(argc, argv));
+  dlsim::validate::add_import_commands(app);
   const int rc = dlsim::run_cli(app, argc, argv, "dlvalidate");
   return rc == 0 && gate_failures > 0 ? 1 : rc;
 }
