@@ -1,5 +1,6 @@
-// dlvalidate: dlsim's predictions against measurements (docs/validate.md). This version compares
-// published runs (`dlvalidate published`) and reports the error per case and per data set.
+// dlvalidate: dlsim's predictions against measurements (docs/validate.md): published runs
+// (`published`), real training steps run here (`replay`), and the logs and timelines users have
+// (`import`, `timeline`).
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -10,6 +11,7 @@
 #include "common/error.hpp"
 #include "common/output.hpp"
 #include "common/version.hpp"
+#include "validate/import_commands.hpp"
 #include "validate/published.hpp"
 #include "validate/replay_commands.hpp"
 
@@ -88,6 +90,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   add_published(app, command_line(argc, argv));
   dlsim::validate::add_replay_command(app, command_line(argc, argv));
+  dlsim::validate::add_import_commands(app);
   const int rc = dlsim::run_cli(app, argc, argv, "dlvalidate");
   return rc == 0 && gate_failures > 0 ? 1 : rc;
 }
