@@ -112,7 +112,8 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
     if (backend == "cuda") {
       const auto& peaks = node.gpu.peak;
       const auto fp32 = peaks.find("fp32");
-      for (const auto& [dtype, key] : {std::pair{"float16", "fp16"}, std::pair{"bfloat16", "bf16"}}) {
+      for (const auto& [dtype, key] :
+           {std::pair{"float16", "fp16"}, std::pair{"bfloat16", "bf16"}}) {
         const auto p = peaks.find(key);
         if (fp32 != peaks.end() && p != peaks.end() && p->second.value() > 0) {
           to_fp32[dtype] = fp32->second.value() / p->second.value();

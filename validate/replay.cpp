@@ -76,8 +76,8 @@ std::vector<Shard> shards_of(const simulator::CommGroup& g, std::int64_t element
     cum += bytes[static_cast<std::size_t>(s)];
     const auto end = s + 1 == servers
                          ? elements
-                         : std::min<std::int64_t>(elements, std::llround(cum / total *
-                                                                         static_cast<double>(elements)));
+                         : std::min<std::int64_t>(
+                               elements, std::llround(cum / total * static_cast<double>(elements)));
     out.push_back({s % ranks, at, end - at});
     at = end;
   }
@@ -136,8 +136,8 @@ class Exchange {
       while (done_ < total) {
         // The next cycle boundary after now (a cycle spent exchanging is not made up for).
         const double next = (std::floor(seconds_since(t0_) / cycle) + 1) * cycle;
-        std::this_thread::sleep_until(t0_ + std::chrono::duration_cast<Clock::duration>(
-                                                std::chrono::duration<double>(next)));
+        std::this_thread::sleep_until(
+            t0_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(next)));
         std::vector<std::uint64_t> bits((total + 63) / 64, 0);
         {
           std::lock_guard lock(mutex_);
@@ -181,11 +181,13 @@ class Exchange {
     for (int t : g.tensors) n += grads_[static_cast<std::size_t>(t)].elements;
     float* data = nullptr;
     if (g.copy_in || g.tensors.size() > 1) {
-      if (static_cast<std::int64_t>(fusion_.size()) < n) fusion_.resize(static_cast<std::size_t>(n));
+      if (static_cast<std::int64_t>(fusion_.size()) < n)
+        fusion_.resize(static_cast<std::size_t>(n));
       std::int64_t at = 0;
       for (int t : g.tensors) {
         const auto& b = grads_[static_cast<std::size_t>(t)];
-        std::memcpy(fusion_.data() + at, b.data, static_cast<std::size_t>(b.elements) * sizeof(float));
+        std::memcpy(fusion_.data() + at, b.data,
+                    static_cast<std::size_t>(b.elements) * sizeof(float));
         at += b.elements;
       }
       data = fusion_.data();
@@ -201,7 +203,8 @@ class Exchange {
       std::int64_t at = 0;
       for (int t : g.tensors) {
         const auto& b = grads_[static_cast<std::size_t>(t)];
-        std::memcpy(b.data, fusion_.data() + at, static_cast<std::size_t>(b.elements) * sizeof(float));
+        std::memcpy(b.data, fusion_.data() + at,
+                    static_cast<std::size_t>(b.elements) * sizeof(float));
         at += b.elements;
       }
     }
@@ -251,9 +254,11 @@ std::string utc_now() {
 
 // What every rank must agree on, as one JSON text.
 nlohmann::json config_of(const ReplayOptions& o, const simulator::ResolvedPolicy& r) {
-  return {{"model", o.model},         {"batch_per_rank", o.batch}, {"framework", o.framework},
-          {"strategy", r.strategy},   {"settings", r.settings},    {"steps", o.steps},
-          {"warmup", o.warmup},       {"seed", o.seed},            {"dlsim", kVersion}};
+  return {{"model", o.model},         {"batch_per_rank", o.batch},
+          {"framework", o.framework}, {"strategy", r.strategy},
+          {"settings", r.settings},   {"steps", o.steps},
+          {"warmup", o.warmup},       {"seed", o.seed},
+          {"dlsim", kVersion}};
 }
 
 double median(std::vector<double> v) {
@@ -290,7 +295,7 @@ RankTimes times_from(const nlohmann::json& j) {
 
 }  // namespace
 
-Measurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std::string& command) {
+ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std::string& command) {
   // Set-up: anything that fails here fails on the rank that has it; all ranks learn of it
   // before any exchange starts, and rank 0 names it.
   std::string setup_error;
@@ -316,9 +321,9 @@ Measurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std::stri
     job.small_allreduce = [](Bytes) { return Seconds(0); };
     resolved = policy->resolve(o.framework_options, o.strategy, job);
     if (resolved.strategy != "ring" && resolved.strategy != "ps") {
-      fail_at({}, "--strategy",
-              fmt::format("the replay runs the ring and ps strategies, not '{}'",
-                          resolved.strategy));
+      fail_at(
+          {}, "--strategy",
+          fmt::format("the replay runs the ring and ps strategies, not '{}'", resolved.strategy));
     }
     if (resolved.strategy == "ps" && !resolved.ps.colocated && o.framework_options.ps_colocated) {
       fail_at({}, "--ps-placement", "the replay runs servers colocated with the workers only");
@@ -391,8 +396,9 @@ Measurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std::stri
   const auto all_times = comm.gather(times_json(mine).dump());
   if (comm.rank() != 0) return {};
 
-  Measurement m;
+  ReplayMeasurement m;
   m.options = o;
+  m.model = graph->name();
   m.strategy = resolved.strategy;
   m.policy = resolved.description;
   m.ranks = comm.size();
@@ -413,24 +419,28 @@ Measurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std::stri
   // The job's step: the slowest rank's, per step.
   std::vector<double> job_steps(static_cast<std::size_t>(o.steps), 0.0);
   for (const auto& r : m.per_rank) {
-    for (std::size_t i = 0; i < job_steps.size(); ++i) job_steps[i] = std::max(job_steps[i], r.step[i]);
+    for (std::size_t i = 0; i < job_steps.size(); ++i)
+      job_steps[i] = std::max(job_steps[i], r.step[i]);
   }
   m.step_median_s = median(job_steps);
-  m.step_mean_s = std::accumulate(job_steps.begin(), job_steps.end(), 0.0) / static_cast<double>(job_steps.size());
+  m.step_mean_s = std::accumulate(job_steps.begin(), job_steps.end(), 0.0) /
+                  static_cast<double>(job_steps.size());
   m.step_min_s = *std::min_element(job_steps.begin(), job_steps.end());
   m.step_max_s = *std::max_element(job_steps.begin(), job_steps.end());
   double var = 0;
   for (double x : job_steps) var += (x - m.step_mean_s) * (x - m.step_mean_s);
-  m.step_stddev_s = job_steps.size() > 1 ? std::sqrt(var / static_cast<double>(job_steps.size() - 1)) : 0;
+  m.step_stddev_s =
+      job_steps.size() > 1 ? std::sqrt(var / static_cast<double>(job_steps.size() - 1)) : 0;
   m.samples_per_s = static_cast<double>(m.ranks * o.batch) / m.step_median_s;
   return m;
 }
 
-std::string replay_json(const Measurement& m) {
+std::string replay_json(const ReplayMeasurement& m) {
   const auto& o = m.options;
   nlohmann::json j;
   j["kind"] = "replay-measurement";
-  j["config"] = {{"model", o.model},
+  j["config"] = {{"model", m.model},
+                 {"model_argument", o.model},
                  {"batch_per_rank", o.batch},
                  {"framework", o.framework},
                  {"strategy", m.strategy},
@@ -443,8 +453,8 @@ std::string replay_json(const Measurement& m) {
                  {"precision", "fp32"},
                  {"backend", "cpu (Eigen, one thread per rank)"},
                  {"inter_node", o.inter_node}};
-  j["provenance"] = {{"command", m.command},   {"date", m.date},         {"dlsim", m.dlsim_version},
-                     {"mpi", m.library},       {"cpu", m.cpu},           {"source_id", o.source_id}};
+  j["provenance"] = {{"command", m.command}, {"date", m.date}, {"dlsim", m.dlsim_version},
+                     {"mpi", m.library},     {"cpu", m.cpu},   {"source_id", o.source_id}};
   j["model"] = {{"gradient_tensors", m.gradient_tensors},
                 {"gradient_bytes", m.gradient_bytes},
                 {"allocated_bytes_per_rank", m.allocated_bytes}};
@@ -472,15 +482,16 @@ std::string csv_field(const std::string& s) {
 }
 }  // namespace
 
-std::string replay_csv(const Measurement& m) {
+std::string replay_csv(const ReplayMeasurement& m) {
   const auto& o = m.options;
   const std::vector<std::string> header = {
-      "source_id", "model", "task", "framework", "comm", "precision", "gpu", "num_gpus",
-      "num_nodes", "gpus_per_node", "batch_per_gpu", "data", "intra_node", "inter_node",
-      "value", "unit", "approx", "locator", "notes"};
+      "source_id",     "model",  "task",       "framework",  "comm",
+      "precision",     "gpu",    "num_gpus",   "num_nodes",  "gpus_per_node",
+      "batch_per_gpu", "data",   "intra_node", "inter_node", "value",
+      "unit",          "approx", "locator",    "notes"};
   const std::vector<std::string> row = {
       o.source_id,
-      o.model,
+      m.model,
       "train",
       fmt::format("dlsim-replay({})", o.framework),
       m.strategy,
@@ -497,9 +508,8 @@ std::string replay_csv(const Measurement& m) {
       "samples/s",
       "no",
       fmt::format("median of {} steps after {} warm-up", o.steps, o.warmup),
-      fmt::format("step {:.4f} s median, {:.4f}-{:.4f} s, stddev {:.4f} s; {}; {}",
-                  m.step_median_s, m.step_min_s, m.step_max_s, m.step_stddev_s, m.library,
-                  m.date)};
+      fmt::format("step {:.4f} s median, {:.4f}-{:.4f} s, stddev {:.4f} s; {}; {}", m.step_median_s,
+                  m.step_min_s, m.step_max_s, m.step_stddev_s, m.library, m.date)};
   std::string out;
   for (std::size_t i = 0; i < header.size(); ++i) out += (i ? "," : "") + header[i];
   out += "\n";

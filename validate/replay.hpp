@@ -39,8 +39,9 @@ struct RankTimes {
   int collectives = 0;         // per step
 };
 
-struct Measurement {
+struct ReplayMeasurement {
   ReplayOptions options;
+  std::string model;             // the model's name (options.model may be a file)
   std::string strategy, policy;  // resolved
   int ranks = 1, nodes = 1;
   std::string library, command, date, dlsim_version, cpu;
@@ -56,11 +57,12 @@ struct Measurement {
 // Runs the replay on every rank of `comm`. Returns the measurement on rank 0 (others get an
 // empty one). Bad options are InputErrors; ranks whose configuration differs from rank 0's are
 // an InputError on rank 0 naming the rank and the setting.
-Measurement run_replay(const ReplayOptions& options, ReplayComm& comm, const std::string& command);
+ReplayMeasurement run_replay(const ReplayOptions& options, ReplayComm& comm,
+                             const std::string& command);
 
 // The measurement as JSON (docs/validate.md, "Replay output") and as a CSV with
 // ../shared/validation/throughput.csv's columns and one row.
-std::string replay_json(const Measurement& m);
-std::string replay_csv(const Measurement& m);
+std::string replay_json(const ReplayMeasurement& m);
+std::string replay_csv(const ReplayMeasurement& m);
 
 }  // namespace dlsim::validate

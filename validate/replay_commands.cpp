@@ -42,7 +42,8 @@ ReplayOptions resolve(const Flags& f) {
   if (!f.fusion_threshold.empty()) {
     fw.fusion_threshold = parse_flag(f.fusion_threshold, "--fusion-threshold", parse_bytes);
   }
-  if (!f.cycle_time.empty()) fw.cycle_time = parse_flag(f.cycle_time, "--cycle-time", parse_seconds);
+  if (!f.cycle_time.empty())
+    fw.cycle_time = parse_flag(f.cycle_time, "--cycle-time", parse_seconds);
   if (!f.bucket_cap.empty()) fw.bucket_cap = parse_flag(f.bucket_cap, "--bucket-cap", parse_bytes);
   if (!f.first_bucket.empty()) {
     fw.first_bucket = parse_flag(f.first_bucket, "--first-bucket", parse_bytes);
@@ -52,7 +53,8 @@ ReplayOptions resolve(const Flags& f) {
     fw.ps_servers = parse_flag(f.ps_servers, "--ps-servers", [](const std::string& s) {
       std::size_t used = 0;
       const int v = std::stoi(s, &used);
-      if (used != s.size() || v < 1) throw std::invalid_argument("expected a count of at least 1, got '" + s + "'");
+      if (used != s.size() || v < 1)
+        throw std::invalid_argument("expected a count of at least 1, got '" + s + "'");
       return v;
     });
   }
@@ -95,7 +97,7 @@ void add_replay_command(CLI::App& app, const std::string& command) {
   c->callback([f, command] {
     const ReplayOptions o = resolve(*f);
     auto comm = make_replay_comm(nullptr, nullptr);
-    Measurement m;
+    ReplayMeasurement m;
     try {
       m = run_replay(o, *comm, command);
     } catch (const InputError&) {
@@ -113,8 +115,8 @@ void add_replay_command(CLI::App& app, const std::string& command) {
     std::cerr << fmt::format(
         "dlvalidate: replay {} on {} rank(s), {} node(s), batch {} per rank, {} {}: step {:.4f} s "
         "median ({:.4f}-{:.4f} s over {} steps), {:.2f} samples/s\n",
-        o.model, m.ranks, m.nodes, o.batch, o.framework, m.strategy, m.step_median_s,
-        m.step_min_s, m.step_max_s, o.steps, m.samples_per_s);
+        m.model, m.ranks, m.nodes, o.batch, o.framework, m.strategy, m.step_median_s, m.step_min_s,
+        m.step_max_s, o.steps, m.samples_per_s);
   });
 }
 

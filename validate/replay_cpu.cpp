@@ -32,6 +32,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <numeric>
 
 #include "calibrate/bench_cpu.hpp"
 #include "common/error.hpp"
@@ -180,11 +181,11 @@ struct CpuTrainingStep::Impl {
   struct LayerState {
     Kind kind = Kind::kInput;
     std::string op;
-    std::int64_t out_elems = 0;     // per sample
-    std::vector<float> act, grad;   // batch x out_elems (empty for a view)
-    std::size_t alias = SIZE_MAX;   // a view's source layer
+    std::int64_t out_elems = 0;    // per sample
+    std::vector<float> act, grad;  // batch x out_elems (empty for a view)
+    std::size_t alias = SIZE_MAX;  // a view's source layer
     std::vector<Param> params;
-    std::vector<float> saved;       // mask, statistics, probabilities
+    std::vector<float> saved;  // mask, statistics, probabilities
     std::vector<std::int32_t> argmax;
     calibrate::ConvShape conv;
     Window window;
@@ -193,10 +194,10 @@ struct CpuTrainingStep::Impl {
     std::vector<int> gradient_indices;
   };
   std::vector<LayerState> layers;
-  std::vector<float> cols;                 // im2col scratch, the largest convolution's
-  std::vector<std::int64_t> tokens;        // embedding ids
-  std::vector<std::int32_t> labels;        // loss targets
-  std::vector<GradientBuffer> gradients;   // backward order
+  std::vector<float> cols;                // im2col scratch, the largest convolution's
+  std::vector<std::int64_t> tokens;       // embedding ids
+  std::vector<std::int32_t> labels;       // loss targets
+  std::vector<GradientBuffer> gradients;  // backward order
   double total_bytes = 0;
 
   Impl(const model::LayerGraph& g, std::int64_t b, std::uint64_t seed)
@@ -228,8 +229,8 @@ struct CpuTrainingStep::Impl {
   void window_forward(std::size_t v, bool max);
   void window_backward(std::size_t v, bool max);
   std::array<std::int64_t, 4> window_of(const LayerState& s, std::int64_t oy, std::int64_t ox,
-                                        std::int64_t in_h, std::int64_t in_w,
-                                        std::int64_t out_h, std::int64_t out_w) const;
+                                        std::int64_t in_h, std::int64_t in_w, std::int64_t out_h,
+                                        std::int64_t out_w) const;
 };
 
 void CpuTrainingStep::Impl::build() {
@@ -285,6 +286,7 @@ void CpuTrainingStep::Impl::build() {
       if (gi != gradient_index.end()) {
         auto& gb = gradients[static_cast<std::size_t>(gi->second)];
         gb.data = s.params.back().grad_data;
+        gb.value = s.params.back().value_data;
         gb.elements = s.params.back().elements;
         gb.layer = l.name;
         gb.tensor = p.name;
@@ -336,8 +338,8 @@ void CpuTrainingStep::Impl::build() {
       case Kind::kBatchNorm:
       case Kind::kLayerNorm: {
         const auto& sh = l.output.shape;
-        const std::int64_t groups = s.kind == Kind::kBatchNorm ? sh.at(0)
-                                                                : batch * s.out_elems / sh.back();
+        const std::int64_t groups =
+            s.kind == Kind::kBatchNorm ? sh.at(0) : batch * s.out_elems / sh.back();
         s.saved.assign(static_cast<std::size_t>(2 * groups), 0.0f);  // mean, 1/std
         break;
       }
@@ -358,8 +360,8 @@ void CpuTrainingStep::Impl::build() {
   }
   cols.assign(max_cols, 0.0f);
   for (const auto& s : layers) {
-    total_bytes += 4.0 * static_cast<double>(s.act.size() + s.grad.size() + s.saved.size() +
-                                             s.argmax.size());
+    total_bytes +=
+        4.0 * static_cast<double>(s.act.size() + s.grad.size() + s.saved.size() + s.argmax.size());
     for (const auto& p : s.params) {
       total_bytes += 4.0 * static_cast<double>(p.value.size() + p.grad.size() + p.momentum.size());
     }
@@ -371,7 +373,8 @@ std::array<std::int64_t, 4> CpuTrainingStep::Impl::window_of(const LayerState& s
                                                              std::int64_t ox, std::int64_t in_h,
                                                              std::int64_t in_w, std::int64_t out_h,
                                                              std::int64_t out_w) const {
-  if (s.kind == Kind::kAdaptivePool) {  // PyTorch's adaptive windows: [floor(i H/o), ceil((i+1) H/o))
+  if (s.kind ==
+      Kind::kAdaptivePool) {  // PyTorch's adaptive windows: [floor(i H/o), ceil((i+1) H/o))
     return {oy * in_h / out_h, ((oy + 1) * in_h + out_h - 1) / out_h, ox * in_w / out_w,
             ((ox + 1) * in_w + out_w - 1) / out_w};
   }
@@ -465,8 +468,8 @@ void CpuTrainingStep::Impl::forward(std::size_t v) {
     case Kind::kView:
       return;
     case Kind::kConv: {
-      calibrate::conv_forward_im2col(s.conv, act(l.inputs[0]), s.params[0].value_data,
-                                     cols.data(), y);
+      calibrate::conv_forward_im2col(s.conv, act(l.inputs[0]), s.params[0].value_data, cols.data(),
+                                     y);
       if (s.params.size() > 1) {
         Map out(y, s.conv.out_c, n / s.conv.out_c);
         const Eigen::Map<const Eigen::VectorXf> b(s.params[1].value_data, s.conv.out_c);
@@ -647,7 +650,9 @@ void CpuTrainingStep::Impl::forward(std::size_t v) {
     const std::int64_t plane = bn ? s.out_elems / out.at(0) : out.back();
     const std::int64_t per_sample = bn ? s.out_elems : 0;
     // Batchnorm: channel c's values are sample b's plane c; layernorm: row c is contiguous.
-    auto at = [&](std::int64_t c, std::int64_t b) { return bn ? b * per_sample + c * plane : c * plane; };
+    auto at = [&](std::int64_t c, std::int64_t b) {
+      return bn ? b * per_sample + c * plane : c * plane;
+    };
     const std::int64_t reps = bn ? batch : 1;
     const float count = static_cast<float>(plane * reps);
     for (std::int64_t c = 0; c < channels; ++c) {
@@ -782,19 +787,30 @@ void CpuTrainingStep::Impl::backward(std::size_t v) {
         if (da != nullptr) {
           Map dA(da + i * m * k, m, k);
           if (tb) {
-            if (add_a) dA.noalias() += dY * CMap(bp, cn, k); else dA.noalias() = dY * CMap(bp, cn, k);
+            if (add_a)
+              dA.noalias() += dY * CMap(bp, cn, k);
+            else
+              dA.noalias() = dY * CMap(bp, cn, k);
           } else {
-            if (add_a) dA.noalias() += dY * CMap(bp, k, cn).transpose();
-            else dA.noalias() = dY * CMap(bp, k, cn).transpose();
+            if (add_a)
+              dA.noalias() += dY * CMap(bp, k, cn).transpose();
+            else
+              dA.noalias() = dY * CMap(bp, k, cn).transpose();
           }
         }
         if (db != nullptr) {
           if (tb) {
             Map dB(db + i * k * cn, cn, k);
-            if (add_b) dB.noalias() += dY.transpose() * A; else dB.noalias() = dY.transpose() * A;
+            if (add_b)
+              dB.noalias() += dY.transpose() * A;
+            else
+              dB.noalias() = dY.transpose() * A;
           } else {
             Map dB(db + i * k * cn, k, cn);
-            if (add_b) dB.noalias() += A.transpose() * dY; else dB.noalias() = A.transpose() * dY;
+            if (add_b)
+              dB.noalias() += A.transpose() * dY;
+            else
+              dB.noalias() = A.transpose() * dY;
           }
         }
       }
@@ -837,12 +853,17 @@ void CpuTrainingStep::Impl::backward(std::size_t v) {
             CStrided kk(B + i * T * d + h * dh, T, dh, Eigen::OuterStride<>(d));
             if (dA != nullptr) {
               Strided dq(dA + i * S * d + h * dh, S, dh, Eigen::OuterStride<>(d));
-              if (add_a) dq.noalias() += scale * (dS * kk); else dq.noalias() = scale * (dS * kk);
+              if (add_a)
+                dq.noalias() += scale * (dS * kk);
+              else
+                dq.noalias() = scale * (dS * kk);
             }
             if (dB != nullptr) {
               Strided dk(dB + i * T * d + h * dh, T, dh, Eigen::OuterStride<>(d));
-              if (add_b) dk.noalias() += scale * (dS.transpose() * q);
-              else dk.noalias() = scale * (dS.transpose() * q);
+              if (add_b)
+                dk.noalias() += scale * (dS.transpose() * q);
+              else
+                dk.noalias() = scale * (dS.transpose() * q);
             }
           }
         } else {
@@ -853,11 +874,17 @@ void CpuTrainingStep::Impl::backward(std::size_t v) {
             CStrided vv(B + i * T * d + h * dh, T, dh, Eigen::OuterStride<>(d));
             if (dA != nullptr) {
               Map dp(dA + (i * s.heads + h) * S * T, S, T);
-              if (add_a) dp.noalias() += dO * vv.transpose(); else dp.noalias() = dO * vv.transpose();
+              if (add_a)
+                dp.noalias() += dO * vv.transpose();
+              else
+                dp.noalias() = dO * vv.transpose();
             }
             if (dB != nullptr) {
               Strided dv(dB + i * T * d + h * dh, T, dh, Eigen::OuterStride<>(d));
-              if (add_b) dv.noalias() += p.transpose() * dO; else dv.noalias() = p.transpose() * dO;
+              if (add_b)
+                dv.noalias() += p.transpose() * dO;
+              else
+                dv.noalias() = p.transpose() * dO;
             }
           }
         }
@@ -875,7 +902,8 @@ void CpuTrainingStep::Impl::backward(std::size_t v) {
           const float* x = act(u);
           for (std::int64_t i = 0; i < n; ++i) put(dx, i, dy[i] * activation_grad(s.op, x[i]), add);
         } else if (s.kind == Kind::kDropout) {
-          for (std::int64_t i = 0; i < n; ++i) put(dx, i, dy[i] * s.saved[static_cast<std::size_t>(i)], add);
+          for (std::int64_t i = 0; i < n; ++i)
+            put(dx, i, dy[i] * s.saved[static_cast<std::size_t>(i)], add);
         } else {
           for (std::int64_t i = 0; i < n; ++i) put(dx, i, dy[i], add);
         }
@@ -886,7 +914,8 @@ void CpuTrainingStep::Impl::backward(std::size_t v) {
       const auto& out = l.output.shape;
       std::int64_t outer = 1, inner = 1;
       for (std::int64_t d = 0; d < s.axis; ++d) outer *= out[static_cast<std::size_t>(d)];
-      for (std::size_t d = static_cast<std::size_t>(s.axis) + 1; d < out.size(); ++d) inner *= out[d];
+      for (std::size_t d = static_cast<std::size_t>(s.axis) + 1; d < out.size(); ++d)
+        inner *= out[d];
       const std::int64_t out_slab = out[static_cast<std::size_t>(s.axis)] * inner;
       std::int64_t offset = 0;
       for (std::size_t j = 0; j < l.inputs.size(); ++j) {
@@ -894,7 +923,8 @@ void CpuTrainingStep::Impl::backward(std::size_t v) {
         if (needs_grad(l.inputs[j])) {
           float* dx = grad_out(l.inputs[j], add);
           for (std::int64_t r = 0; r < batch * outer; ++r) {
-            for (std::int64_t i = 0; i < slab; ++i) put(dx, r * slab + i, dy[r * out_slab + offset + i], add);
+            for (std::int64_t i = 0; i < slab; ++i)
+              put(dx, r * slab + i, dy[r * out_slab + offset + i], add);
           }
         }
         offset += slab;
@@ -932,7 +962,9 @@ void CpuTrainingStep::Impl::backward(std::size_t v) {
       const bool bn = s.kind == Kind::kBatchNorm;
       const std::int64_t channels = bn ? out.at(0) : n / out.back();
       const std::int64_t plane = bn ? s.out_elems / out.at(0) : out.back();
-      auto at = [&](std::int64_t c, std::int64_t b) { return bn ? b * s.out_elems + c * plane : c * plane; };
+      auto at = [&](std::int64_t c, std::int64_t b) {
+        return bn ? b * s.out_elems + c * plane : c * plane;
+      };
       const std::int64_t reps = bn ? batch : 1;
       const float count = static_cast<float>(plane * reps);
       const float* x = act(l.inputs[0]);
@@ -982,7 +1014,8 @@ void CpuTrainingStep::Impl::backward(std::size_t v) {
           for (std::int64_t i = 0; i < plane; ++i) {
             const float g = s.params.empty() ? 1.0f : s.params[0].value_data[bn ? c : i];
             const float xhat = (xc[i] - mean) * inv;
-            put(dx, at(c, b) + i, inv / count * (count * dyc[i] * g - sum_dy - xhat * sum_dy_xhat), add);
+            put(dx, at(c, b) + i, inv / count * (count * dyc[i] * g - sum_dy - xhat * sum_dy_xhat),
+                add);
           }
         }
       }
@@ -1015,7 +1048,8 @@ void CpuTrainingStep::Impl::backward(std::size_t v) {
             float acc = 0;
             for (auto cc = c0; cc < c1; ++cc) {
               const std::int64_t q = (b * C + cc) * plane + i;
-              acc += dy[q] * s.act[static_cast<std::size_t>(q)] / s.saved[static_cast<std::size_t>(q)];
+              acc +=
+                  dy[q] * s.act[static_cast<std::size_t>(q)] / s.saved[static_cast<std::size_t>(q)];
             }
             put(dx, o,
                 dy[o] * std::pow(s.saved[static_cast<std::size_t>(o)], -beta) -
@@ -1068,6 +1102,14 @@ void CpuTrainingStep::update(float scale) {
 }
 
 const std::vector<GradientBuffer>& CpuTrainingStep::gradients() const { return impl_->gradients; }
+
+double CpuTrainingStep::loss() const {
+  double sum = 0;
+  for (const auto& s : impl_->layers) {
+    if (s.kind == Kind::kLoss) sum += std::accumulate(s.act.begin(), s.act.end(), 0.0);
+  }
+  return sum;
+}
 
 double CpuTrainingStep::bytes() const { return impl_->total_bytes; }
 

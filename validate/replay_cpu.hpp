@@ -18,6 +18,8 @@ namespace dlsim::validate {
 // A gradient tensor the step produced: its storage, owner and size.
 struct GradientBuffer {
   float* data = nullptr;
+  float* value = nullptr;  // the parameter it is the gradient of
+
   std::int64_t elements = 0;
   std::string layer, tensor;
 };
@@ -41,6 +43,8 @@ class CpuTrainingStep {
   void update(float scale);
 
   const std::vector<GradientBuffer>& gradients() const;
+  // The sum over the batch of the loss layers' outputs after forward().
+  double loss() const;
   // Bytes of everything allocated (activations, gradients, parameters, state, scratch).
   double bytes() const;
 

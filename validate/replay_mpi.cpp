@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <unistd.h>
+#include <algorithm>
 
 #include "validate/replay_comm.hpp"
 
@@ -45,8 +45,9 @@ class Mpi final : public ReplayComm {
     int provided = 0;
     check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
     if (provided < MPI_THREAD_SERIALIZED) {
-      throw MpiError("the MPI library does not allow calls from a second thread "
-                     "(MPI_THREAD_SERIALIZED), which the replay's exchange needs");
+      throw MpiError(
+          "the MPI library does not allow calls from a second thread "
+          "(MPI_THREAD_SERIALIZED), which the replay's exchange needs");
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -162,8 +163,8 @@ class Mpi final : public ReplayComm {
     std::vector<std::string> out;
     if (rank_ != 0) return out;
     for (std::size_t i = 0; i < lens.size(); ++i) {
-      out.push_back(all.substr(static_cast<std::size_t>(displs[i]),
-                               static_cast<std::size_t>(lens[i])));
+      out.push_back(
+          all.substr(static_cast<std::size_t>(displs[i]), static_cast<std::size_t>(lens[i])));
     }
     return out;
   }
@@ -207,8 +208,7 @@ class Mpi final : public ReplayComm {
   }
   void wait(std::vector<MPI_Request>& reqs, const char* what) {
     if (reqs.empty()) return;
-    const int rc =
-        MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+    const int rc = MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
     reqs.clear();
     check(rc, what);
   }
