@@ -1,0 +1,99 @@
+#!/bin/bash
+# Live validation on an emulated two-node cluster (docs/validate.md, "Live validation"): build
+# two nodes joined by 1 Gbit/s links (validate/cluster/emulated_cluster.sh), calibrate the
+# network between them and this CPU with dlcalibrate, fit a profile, replay real training steps
+# (dlvalidate replay) on one rank and on the two nodes, and compare dlsim's prediction with the
+# profile against the two-node replays (dlvalidate published). A communication-bound model
+# (alexnet: 244 MB of gradients against about a second of compute) and a compute-bound one
+# (googlenet: 27 MB) are replayed. Run as root:
+#
+#   tests/live_validation.sh BUILD_DIR SOURCE_DIR [OUT_DIR] [MAX_MEDIAN_ERROR_%]
+#
+# OUT_DIR (default: a temporary folder, removed) keeps the results, the profile, the replays and
+# the report. Exits 77 (skipped) where network namespaces cannot be made.
+set -euo pipefail
+BUILD=$1 SRC=$2
+KEEP=${3:-}
+GATE=${4:-25}
+EMU=$SRC/validate/cluster/emulated_cluster.sh
+DLSIM=$BUILD/simulator/dlsim DLCAL=$BUILD/calibrate/dlcalibrate DLVAL=$BUILD/validate/dlvalidate
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+say() { echo "live_validation: $*"; }
+
+if [[ $EUID -ne 0 ]] || ! ip netns add dlsim-live-probe 2>/dev/null; then
+  say "skipped: needs root and network namespaces"
+  exit 77
+fi
+ip netns del dlsim-live-probe
+OUT=${KEEP:-$(mktemp -d)}
+mkdir -p "$OUT"
+cleanup() {
+  "$EMU" down --dir "$OUT/emu" >/dev/null 2>&1 || true
+  [[ -n $KEEP ]] || rm -rf "$OUT"
+}
+trap cleanup EXIT
+rm -f "$OUT"/*.jsonl "$OUT"/replay-*.csv
+
+"$EMU" up --nodes 2 --rate 1gbit --dir "$OUT/emu"
+INTER="tcp 1 Gbit/s (emulated: veth + tbf)"
+
+say "1. calibrating: MPI point to point and allreduce between the two nodes, GEMM and memory here"
+"$EMU" mpirun --dir "$OUT/emu" -- "$DLCAL" run mpi --ops p2p,allreduce -b 4B -e 32MiB -f 4 \
+  -n 5 -w 1 --min-time 2ms -o "$OUT/mpi.jsonl"
+for m in alexnet googlenet; do
+  "$DLCAL" run cpu --ops gemm --model "$m" --batch 8 -n 3 -w 1 --max-flops 20GFLOP \
+    -o "$OUT/cpu-$m.jsonl"
+done
+"$DLCAL" run cpu --ops copy,triad -b 1MiB -e 256MiB -f 4 -n 3 -w 1 -o "$OUT/cpu-memory.jsonl"
+"$DLCAL" fit "$OUT/mpi.jsonl" "$OUT"/cpu-*.jsonl --statistic min -o "$OUT/live_1gbit.yaml" |
+  tee "$OUT/fit.txt"
+
+say "2. replaying: one rank (the anchor), then one rank on each of the two nodes"
+run_replay() { # model batch ranks
+  local args=(replay --model "$1" --batch "$2" --steps 4 --warmup 1 --framework horovod
+    --source-id live --inter-node "$INTER" --json "$OUT/replay-$1-$3.json"
+    --csv "$OUT/replay-$1-$3.csv")
+  if [[ $3 -eq 1 ]]; then
+    "$DLVAL" "${args[@]}"
+  else
+    "$EMU" mpirun --dir "$OUT/emu" -- "$DLVAL" "${args[@]}"
+  fi
+}
+for spec in "alexnet 16" "googlenet 8"; do
+  read -r model batch <<<"$spec"
+  run_replay "$model" "$batch" 1
+  run_replay "$model" "$batch" 2
+done
+{
+  head -1 "$OUT/replay-alexnet-1.csv"
+  for f in "$OUT"/replay-*.csv; do tail -n +2 "$f"; done
+} >"$OUT/live.csv"
+
+say "3. predicting with the profile and comparing"
+cat >"$OUT/live.yaml" <<EOF
+kind: validation-cases
+name: live-emulated-1gbit
+description: >-
+  Replays on two emulated nodes joined by 1 Gbit/s (tests/live_validation.sh), predicted with
+  the profile dlcalibrate fitted on the same emulated cluster in the same run; the one-rank
+  replay anchors compute.
+source: this run (live.csv)
+cases:
+EOF
+for model in alexnet googlenet; do
+  cat >>"$OUT/live.yaml" <<EOF
+  - name: $model horovod ring
+    data: live
+    match: {source_id: live, model: $model}
+    quantity: throughput
+    anchor: {match: {num_gpus: "1"}}
+    predict: {cluster: $OUT/live_1gbit.yaml, framework: horovod, optimizer: momentum}
+EOF
+done
+set +e
+"$DLVAL" published --data "$OUT/live.csv" --cases "$OUT/live.yaml" -o "$OUT/report.md" \
+  --json "$OUT/report.json" --max-median-error "$GATE"
+rc=$?
+set -e
+sed -n '/^| case/,/^$/p' "$OUT/report.md"
+exit $rc
