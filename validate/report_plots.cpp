@@ -18,9 +18,12 @@ namespace {
 namespace plot = dlsim::simulator;
 
 // The plot module's colour cycle is by series position; a figure gives each case one colour for
-// its two series (markers and line), so it picks from the same ten colours itself.
+// its two series (markers and line), so it picks colours itself: matplotlib's "tab10", then the
+// lighter halves of "tab20", so that up to 20 data sets in the parity plot stay apart.
 constexpr const char* kColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+                                    "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5",
+                                    "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5"};
 constexpr std::size_t kColourCount = sizeof(kColours) / sizeof(kColours[0]);
 
 // File names keep letters, digits, '_', '-' and '.'; anything else becomes one '-'.
