@@ -100,6 +100,8 @@ expect_failure "unknown key 'framwork'; did you mean 'framework'" --data "$tp" -
 expect_failure "no --data file named 'throughput'" --data "$root/validate/data/scaling_claims.csv" \
   --cases "$tf"
 expect_failure "cannot open the file" --data "$tmp/none.csv" --cases "$tf"
+expect_failure "a scaling_efficiency case needs a single-GPU anchor" \
+  --data "$root/validate/data/scaling_claims.csv" --cases "$fx/efficiency_node_anchor.yaml"
 
 [ "$failures" -eq 0 ] && echo "cli_validate: ok"
 [ "$failures" -eq 0 ]
