@@ -138,6 +138,11 @@ Axis log_axis(double mn, double mx, bool base2) {
   return a;
 }
 
+std::string colour_of(const PlotSpec& spec, std::size_t series) {
+  const std::string& own = spec.series[series].colour;
+  return own.empty() ? std::string(kColours[series % kColours.size()]) : own;
+}
+
 void validate(const PlotSpec& spec) {
   if (spec.width < kMinWidth || spec.height < kMinHeight) {
     throw std::invalid_argument("plot: size " + std::to_string(spec.width) + "x" +
@@ -145,11 +150,21 @@ void validate(const PlotSpec& spec) {
                                 std::to_string(kMinWidth) + "x" + std::to_string(kMinHeight));
   }
   if (spec.series.empty()) throw std::invalid_argument("plot: no series to draw");
-  if (spec.equal_axes && (spec.log2_x || spec.log_y)) {
-    throw std::invalid_argument("plot: equal_axes needs linear axes");
+  if (spec.log2_x && spec.log_x) throw std::invalid_argument("plot: log2_x and log_x both set");
+  if (spec.equal_axes && (spec.log2_x || spec.log_x != spec.log_y)) {
+    throw std::invalid_argument("plot: equal_axes needs both axes linear or both log10");
+  }
+  for (double v : spec.y_include) {
+    if (!std::isfinite(v)) throw std::invalid_argument("plot: y_include value is not finite");
+    if (spec.log_y && v <= 0)
+      throw std::invalid_argument("plot: y_include value <= 0 on a log axis");
   }
   for (const PlotSeries& s : spec.series) {
     const std::string name = "plot: series '" + s.label + "'";
+    const bool plain = std::all_of(s.colour.begin(), s.colour.end(), [](char c) {
+      return c == '#' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    });
+    if (!plain) throw std::invalid_argument(name + " has colour '" + s.colour + "'");
     if (s.x.empty()) throw std::invalid_argument(name + " has no points");
     if (s.x.size() != s.y.size()) {
       throw std::invalid_argument(name + " has " + std::to_string(s.x.size()) + " x values but " +
@@ -163,7 +178,7 @@ void validate(const PlotSpec& spec) {
       if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) {
         throw std::invalid_argument(name + " point " + std::to_string(i) + " is not finite");
       }
-      if (spec.log2_x && s.x[i] <= 0) {
+      if ((spec.log2_x || spec.log_x) && s.x[i] <= 0) {
         throw std::invalid_argument(name + " point " + std::to_string(i) +
                                     " has x <= 0 on a log axis");
       }
@@ -229,15 +244,24 @@ std::string render_svg(const PlotSpec& spec) {
       y_max = std::max(y_max, s.y[i]);
     }
   }
+  for (double v : spec.y_include) {
+    y_min = std::min(y_min, v);
+    y_max = std::max(y_max, v);
+  }
   // Roughly one label per 100px across and 60px up keeps labels apart at any size.
   const int x_target = std::max(2, static_cast<int>(plot_w / 100));
   const int y_target = std::max(2, static_cast<int>(plot_h / 60));
   Axis xa, ya;
   if (spec.equal_axes) {
     const double mn = std::min(x_min, y_min), mx = std::max(x_max, y_max);
-    xa = ya = linear_axis(mn, mx, std::min(x_target, y_target));
+    xa = ya =
+        spec.log_x ? log_axis(mn, mx, false) : linear_axis(mn, mx, std::min(x_target, y_target));
+  } else if (spec.log2_x || spec.log_x) {
+    xa = log_axis(x_min, x_max, spec.log2_x);
   } else {
-    xa = spec.log2_x ? log_axis(x_min, x_max, true) : linear_axis(x_min, x_max, x_target);
+    xa = linear_axis(x_min, x_max, x_target);
+  }
+  if (!spec.equal_axes) {
     ya = spec.log_y ? log_axis(y_min, y_max, false) : linear_axis(y_min, y_max, y_target);
   }
   const auto X = [&](double v) { return left + xa.fraction(v) * plot_w; };
@@ -295,7 +319,7 @@ std::string render_svg(const PlotSpec& spec) {
 
   for (std::size_t si = 0; si < spec.series.size(); ++si) {
     const PlotSeries& s = spec.series[si];
-    const std::string_view colour = kColours[si % kColours.size()];
+    const std::string colour = colour_of(spec, si);
     os << "<g class=\"series\">\n";
     if (s.line && s.x.size() > 1) {
       os << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"2\"";
@@ -326,7 +350,8 @@ std::string render_svg(const PlotSpec& spec) {
     os << "</g>\n";
   }
 
-  // Top-left of the plot area: rising scaling curves and parity plots both leave it empty.
+  // Top-left by default: rising scaling curves and parity plots both leave it empty; falling
+  // efficiency curves leave the bottom empty instead.
   std::size_t entries = 0, longest = 0;
   for (const PlotSeries& s : spec.series) {
     if (s.label.empty()) continue;
@@ -334,17 +359,24 @@ std::string render_svg(const PlotSpec& spec) {
     longest = std::max(longest, display_chars(s.label));
   }
   if (entries > 0) {
-    const double x0 = left + 10, y0 = top + 10, row = 18;
+    const double row = 18;
+    const double box_w = 48 + 7 * static_cast<double>(longest);
+    const double box_h = 8 + row * static_cast<double>(entries);
+    const bool at_right =
+        spec.legend == LegendPosition::kTopRight || spec.legend == LegendPosition::kBottomRight;
+    const bool at_bottom =
+        spec.legend == LegendPosition::kBottomLeft || spec.legend == LegendPosition::kBottomRight;
+    const double x0 = at_right ? right - 10 - box_w : left + 10;
+    const double y0 = at_bottom ? bottom - 10 - box_h : top + 10;
     os << "<g class=\"legend\">\n";
-    os << "<rect x=\"" << px(x0) << "\" y=\"" << px(y0) << "\" width=\""
-       << px(48 + 7 * static_cast<double>(longest)) << "\" height=\""
-       << px(8 + row * static_cast<double>(entries))
+    os << "<rect x=\"" << px(x0) << "\" y=\"" << px(y0) << "\" width=\"" << px(box_w)
+       << "\" height=\"" << px(box_h)
        << "\" fill=\"white\" fill-opacity=\"0.9\" stroke=\"#999\"/>\n";
     double y = y0 + 4 + row / 2;
     for (std::size_t si = 0; si < spec.series.size(); ++si) {
       const PlotSeries& s = spec.series[si];
       if (s.label.empty()) continue;
-      const std::string_view colour = kColours[si % kColours.size()];
+      const std::string colour = colour_of(spec, si);
       if (s.line) {
         os << "<line x1=\"" << px(x0 + 8) << "\" y1=\"" << px(y) << "\" x2=\"" << px(x0 + 32)
            << "\" y2=\"" << px(y) << "\" stroke=\"" << colour << "\" stroke-width=\"2\"";

@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "simulator/plot.hpp"
@@ -227,4 +228,121 @@ TEST_CASE("equal_axes_give_both_axes_the_same_ticks_in_a_square_area") {
   CHECK(x_labels.front() == "0");
   CHECK(x_labels.back() == "100");
   CHECK(svg.find("width=\"372.00\" height=\"372.00\"") != std::string::npos);
+}
+
+TEST_CASE("log10_x_axis_has_ticks_at_powers_of_ten") {
+  PlotSpec spec;
+  spec.log_x = true;
+  PlotSeries s;
+  s.x = {3, 250, 40000};
+  s.y = {1, 2, 3};
+  spec.series = {s};
+  std::vector<std::string> labels;
+  std::vector<double> xs;
+  texts(group(render_svg(spec), "x-ticks"), labels, xs);
+  CHECK(labels == std::vector<std::string>{"1", "10", "100", "1000", "10000", "100000"});
+  REQUIRE(xs.size() == 6);
+  for (std::size_t i = 2; i < xs.size(); ++i) {
+    CHECK(xs[i] - xs[i - 1] == doctest::Approx(xs[1] - xs[0]).epsilon(1e-3));
+  }
+  PlotSpec both = spec;
+  both.log2_x = true;
+  CHECK_THROWS_AS(render_svg(both), std::invalid_argument);
+  PlotSpec zero = spec;
+  zero.series[0].x[0] = 0;
+  CHECK_THROWS_AS(render_svg(zero), std::invalid_argument);
+}
+
+TEST_CASE("equal_log_axes_share_decades_in_a_square_area") {
+  PlotSpec spec;
+  spec.equal_axes = true;
+  spec.log_x = spec.log_y = true;
+  PlotSeries s;
+  s.line = false;
+  s.x = {20, 900, 15000};
+  s.y = {22, 850, 16000};
+  spec.series = {s};
+  const std::string svg = render_svg(spec);
+  std::vector<std::string> x_labels, y_labels;
+  std::vector<double> unused;
+  texts(group(svg, "x-ticks"), x_labels, unused);
+  texts(group(svg, "y-ticks"), y_labels, unused);
+  CHECK(x_labels == y_labels);
+  CHECK(x_labels == std::vector<std::string>{"10", "100", "1000", "10000", "100000"});
+  CHECK(svg.find("width=\"372.00\" height=\"372.00\"") != std::string::npos);
+  // One log axis and one linear axis cannot share a range.
+  PlotSpec mixed = spec;
+  mixed.log_y = false;
+  CHECK_THROWS_AS(render_svg(mixed), std::invalid_argument);
+}
+
+TEST_CASE("a_series_colour_overrides_the_cycle_and_pairs_series") {
+  PlotSpec spec = scaling_spec();
+  spec.series[0].colour = "#123456";
+  spec.series[1].colour = "#123456";
+  const std::string svg = render_svg(spec);
+  CHECK(svg.find("#1f77b4") == std::string::npos);  // the cycle's first colour is not used
+  CHECK(svg.find("#ff7f0e") == std::string::npos);
+  CHECK(count(svg, "stroke=\"#123456\"") >= 2);  // both polylines and the legend lines
+  PlotSpec injected = scaling_spec();
+  injected.series[0].colour = "red\" onload=\"x";
+  CHECK_THROWS_AS(render_svg(injected), std::invalid_argument);
+}
+
+TEST_CASE("unset_colours_keep_the_cycle_by_series_position") {
+  PlotSpec spec = scaling_spec();
+  spec.series[0].colour = "grey";
+  const std::string svg = render_svg(spec);
+  CHECK(svg.find("stroke=\"grey\"") != std::string::npos);
+  CHECK(svg.find("stroke=\"#ff7f0e\"") != std::string::npos);  // the second series' own colour
+}
+
+TEST_CASE("y_include_widens_the_y_axis_to_cover_its_values") {
+  PlotSpec spec;
+  PlotSeries s;
+  s.x = {1, 8};
+  s.y = {100, 92};
+  spec.series = {s};
+  std::vector<std::string> labels;
+  std::vector<double> unused;
+  texts(group(render_svg(spec), "y-ticks"), labels, unused);
+  REQUIRE(!labels.empty());
+  CHECK(labels.front() != "0");
+  spec.y_include = {0};
+  labels.clear();
+  texts(group(render_svg(spec), "y-ticks"), labels, unused);
+  CHECK(labels.front() == "0");
+  CHECK(std::stod(labels.back()) >= 100);
+  PlotSpec log_zero = spec;
+  log_zero.log_y = true;
+  CHECK_THROWS_AS(render_svg(log_zero), std::invalid_argument);
+  PlotSpec nan = spec;
+  nan.y_include = {std::nan("")};
+  CHECK_THROWS_AS(render_svg(nan), std::invalid_argument);
+}
+
+TEST_CASE("legend_box_sits_in_the_requested_corner") {
+  PlotSpec spec = scaling_spec();
+  const auto box = [](const std::string& svg) {
+    const std::string legend = group(svg, "legend");
+    const std::size_t x = legend.find("x=\"") + 3;
+    const std::size_t y = legend.find("y=\"") + 3;
+    return std::pair<double, double>{std::stod(legend.substr(x, legend.find('"', x) - x)),
+                                     std::stod(legend.substr(y, legend.find('"', y) - y))};
+  };
+  const auto top_left = box(render_svg(spec));
+  spec.legend = LegendPosition::kBottomRight;
+  const auto bottom_right = box(render_svg(spec));
+  spec.legend = LegendPosition::kTopRight;
+  const auto top_right = box(render_svg(spec));
+  spec.legend = LegendPosition::kBottomLeft;
+  const auto bottom_left = box(render_svg(spec));
+  CHECK(top_left.first == doctest::Approx(90));   // left margin 80 + 10
+  CHECK(top_left.second == doctest::Approx(54));  // top margin 44 + 10
+  CHECK(bottom_right.first > top_left.first);
+  CHECK(bottom_right.second > top_left.second);
+  CHECK(top_right.first == doctest::Approx(bottom_right.first));
+  CHECK(top_right.second == doctest::Approx(top_left.second));
+  CHECK(bottom_left.first == doctest::Approx(top_left.first));
+  CHECK(bottom_left.second == doctest::Approx(bottom_right.second));
 }

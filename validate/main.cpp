@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <iostream>
 
 #include "common/cli.hpp"
@@ -14,6 +15,8 @@
 #include "validate/import_commands.hpp"
 #include "validate/published.hpp"
 #include "validate/replay_commands.hpp"
+#include "validate/report_plots.hpp"
+#include "validate/report_text.hpp"
 
 namespace {
 
@@ -32,7 +35,7 @@ void add_published(CLI::App& app, const std::string& command) {
       "published", "Published runs (CSV) against predictions, per a cases file; the error report");
   struct Opt {
     std::vector<std::string> data, cases;
-    std::string out = "-", json;
+    std::string out = "-", json, svg_dir, html;
     std::optional<double> max_median, max_p90;
   };
   auto o = std::make_shared<Opt>();
@@ -43,6 +46,10 @@ void add_published(CLI::App& app, const std::string& command) {
       ->required();
   c->add_option("-o,--output", o->out, "The Markdown report (- for stdout)");
   c->add_option("--json", o->json, "Also write the JSON summary and comparisons here");
+  c->add_option("--svg-dir", o->svg_dir,
+                "Also write one SVG per figure (scaling curves) and parity.svg into this folder");
+  c->add_option("--html", o->html,
+                "Also write one self-contained HTML page (tables and the figures inlined)");
   c->add_option("--max-median-error", o->max_median,
                 "Exit 1 when a data set's median |error| is above this, in %");
   c->add_option("--max-p90-error", o->max_p90,
@@ -53,14 +60,41 @@ void add_published(CLI::App& app, const std::string& command) {
     for (const auto& d : o->data) tables.push_back(val::read_table(d));
     std::vector<val::CaseFile> files;
     std::vector<val::Comparison> all;
+    std::vector<val::Curve> curves;
     for (const auto& f : o->cases) {
       files.push_back(val::read_cases(f));
       const auto cs = val::compare(tables, files.back());
+      const auto lines = val::predicted_curves(files.back(), cs);
       all.insert(all.end(), cs.begin(), cs.end());
+      curves.insert(curves.end(), lines.begin(), lines.end());
     }
     const auto summary = val::summarize(all);
-    const auto md = val::report_markdown(all, summary, files, command);
-    if (!o->json.empty()) dlsim::write_output(o->json, val::report_json(all, summary));
+    const auto figures = val::render_figures(all, curves);
+    val::ReportContext context{command, dlsim::kVersion, ""};
+    if (!o->svg_dir.empty() && o->out != "-") {
+      namespace fs = std::filesystem;
+      const auto report_dir = fs::absolute(o->out).parent_path();
+      context.image_dir = fs::absolute(o->svg_dir)
+                              .lexically_normal()
+                              .lexically_relative(report_dir)
+                              .generic_string();
+    }
+    const auto md = val::report_markdown(all, summary, files, figures, context);
+    const auto html =
+        o->html.empty() ? std::string() : val::report_html(all, summary, files, figures, context);
+    if (!o->json.empty()) {
+      dlsim::write_output(o->json, val::report_json(all, summary, curves, context));
+    }
+    if (!o->svg_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(o->svg_dir, ec);
+      if (ec)
+        dlsim::fail_at({o->svg_dir}, "--svg-dir", "cannot create the folder: " + ec.message());
+      for (const auto& f : figures) {
+        dlsim::write_output((std::filesystem::path(o->svg_dir) / f.file).string(), f.svg);
+      }
+    }
+    if (!o->html.empty()) dlsim::write_output(o->html, html);
     dlsim::write_output(o->out, md);
     for (const auto& s : summary) {
       std::cerr << fmt::format(

@@ -6,8 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
-#include <set>
+#include <limits>
 
 #include "common/config.hpp"
 #include "common/error.hpp"
@@ -116,6 +115,7 @@ CaseFile read_cases(const std::string& path) {
     Case k;
     k.name = c.get<std::string>("name");
     k.data = c.get<std::string>("data");
+    k.figure = c.get_or<std::string>("figure", f.name);
     k.match = string_map(c.child("match"));
     if (c.has("contains")) k.contains = string_map(c.child("contains"));
     k.quantity = c.get<std::string>("quantity");
@@ -139,6 +139,7 @@ CaseFile read_cases(const std::string& path) {
     o.precision = p.get_or<std::string>("precision", o.precision);
     o.optimizer = p.get_or<std::string>("optimizer", o.optimizer);
     o.engine = p.get_or<std::string>("engine", o.engine);
+    if (p.has("model")) k.model = p.get<std::string>("model");
     if (p.has("batch")) k.batch = p.get<std::string>("batch");
     if (p.has("fusion_threshold")) {
       o.framework_options.fusion_threshold = parse_bytes(p.get<std::string>("fusion_threshold"));
@@ -157,6 +158,69 @@ CaseFile read_cases(const std::string& path) {
   return f;
 }
 
+namespace {
+
+// Samples/s (or % for scaling_efficiency) that the case's configuration predicts.
+struct Predictor {
+  const CaseFile& file;
+  const Case& c;
+
+  double operator()(const std::string& model, int gpus, const std::string& batch,
+                    double anchor) const {
+    simulator::PredictOptions o = c.predict;
+    o.model = model;
+    o.gpus = gpus;
+    o.batch = batch;
+    if (anchor > 0) o.anchor_throughput = anchor;
+    try {
+      const auto p = simulator::predict(o);
+      return c.quantity == "scaling_efficiency" ? p.scaling_efficiency * 100 : p.throughput;
+    } catch (const InputError& e) {
+      fail_at({file.path}, fmt::format("case '{}'", c.name),
+              fmt::format("{} GPUs: {}", gpus, e.what()));
+    }
+  }
+};
+
+// The single-GPU samples/s for which the prediction at `gpus` comes closest to `target`.
+// Predicted throughput grows with the anchor nearly in proportion (only compute is scaled), so
+// x <- x * target / predicted(x) gets close in a few steps; Horovod's cycle and the straggler
+// draws make it a staircase at fine scale, so bisection between the last values below and
+// above the target finishes. Fails when the closest is more than 0.5 % off.
+double solve_anchor(const Predictor& predict, const std::string& model, int gpus,
+                    const std::string& batch, double target) {
+  double best = 0, best_miss = std::numeric_limits<double>::infinity();
+  double below = 0, above = 0;  // anchors predicting less and more than the target
+  const auto probe = [&](double x) {
+    const double p = predict(model, gpus, batch, x);
+    const double miss = std::abs(p - target) / target;
+    if (miss < best_miss) {
+      best = x;
+      best_miss = miss;
+    }
+    (p < target ? below : above) = x;
+    return p;
+  };
+  double x = target / gpus;
+  for (int i = 0; i < 6 && best_miss > 1e-6; ++i) x *= target / probe(x);
+  for (int i = 0; i < 20 && best_miss > 1e-6 && (below == 0 || above == 0); ++i) {
+    probe(below == 0 ? best * (1 - 0.01 * (i + 1)) : best * (1 + 0.01 * (i + 1)));
+  }
+  for (int i = 0; i < 40 && best_miss > 1e-6 && below > 0 && above > 0; ++i) {
+    if (std::abs(above - below) <= 1e-9 * above) break;
+    probe(0.5 * (below + above));
+  }
+  if (best_miss > 5e-3) {
+    fail_at({predict.file.path}, fmt::format("case '{}'", predict.c.name),
+            fmt::format("no single-GPU rate reproduces its {}-GPU anchor row ({} samples/s) "
+                        "within 0.5 %",
+                        gpus, target));
+  }
+  return best;
+}
+
+}  // namespace
+
 std::vector<Comparison> compare(const std::vector<Table>& tables, const CaseFile& file) {
   std::vector<Comparison> out;
   for (const auto& c : file.cases) {
@@ -166,7 +230,8 @@ std::vector<Comparison> compare(const std::vector<Table>& tables, const CaseFile
     if (t == tables.end()) {
       fail_at({file.path}, where, fmt::format("no --data file named '{}'", c.data));
     }
-    std::vector<std::string> needed = {"model", "num_gpus", "value", "unit"};
+    std::vector<std::string> needed = {"num_gpus", "value", "unit"};
+    if (!c.model) needed.push_back("model");
     if (!c.batch) needed.push_back("batch_per_gpu");
     for (const auto& [k, v] : c.match) needed.push_back(k);
     for (const auto& [k, v] : c.contains) needed.push_back(k);
@@ -184,47 +249,95 @@ std::vector<Comparison> compare(const std::vector<Table>& tables, const CaseFile
       by_gpus.try_emplace(static_cast<int>(number(*t, i, "num_gpus")), i);
     }
     if (by_gpus.empty()) fail_at({file.path}, where, "matches no row of " + t->path);
+    const bool efficiency = c.quantity == "scaling_efficiency";
+    const auto model_of = [&](std::size_t i) {
+      return c.model ? *c.model : t->rows[i].at("model");
+    };
+    const auto batch_of = [&](std::size_t i) {
+      return c.batch ? *c.batch : t->rows[i].at("batch_per_gpu");
+    };
+    const Predictor predict{file, c};
+
     std::optional<std::size_t> anchor_row;
-    double anchor = 0;
+    int anchor_gpus = 0;
+    double anchor_value = 0, anchor = 0;
     if (c.anchor_throughput) {
-      anchor = *c.anchor_throughput;
+      anchor_gpus = 1;
+      anchor_value = anchor = *c.anchor_throughput;
     } else if (!c.anchor_match.empty()) {
       for (const auto& [g, i] : by_gpus) {
         if (matches(t->rows[i], c.anchor_match, {})) {
           anchor_row = i;
+          anchor_gpus = g;
           break;
         }
       }
       if (!anchor_row) fail_at({file.path}, where, "its anchor matches none of its rows");
-      anchor = number(*t, *anchor_row, "value");
+      anchor_value = number(*t, *anchor_row, "value");
+      if (anchor_gpus == 1) {
+        anchor = anchor_value;
+      } else if (efficiency) {
+        fail_at({file.path}, where, "a scaling_efficiency case needs a single-GPU anchor");
+      } else {
+        anchor = solve_anchor(predict, model_of(*anchor_row), anchor_gpus, batch_of(*anchor_row),
+                              anchor_value);
+      }
     }
     for (const auto& [gpus, i] : by_gpus) {
       const auto& row = t->rows[i];
       const std::string unit = row.at("unit");
-      const bool efficiency = c.quantity == "scaling_efficiency";
       if (efficiency ? unit != "%" : unit.find("/s") == std::string::npos) {
         fail_at({t->path, t->lines[i]}, "unit",
                 fmt::format("'{}' is not a {} unit ({})", unit, c.quantity, where));
       }
-      simulator::PredictOptions o = c.predict;
-      o.model = row.at("model");
-      o.gpus = gpus;
-      o.batch = c.batch ? *c.batch : row.at("batch_per_gpu");
-      if (c.anchor_throughput || anchor_row) o.anchor_throughput = anchor;
-      const auto p = simulator::predict(o);
       Comparison k;
       k.data_set = file.name;
       k.case_name = c.name;
-      k.model = o.model;
+      k.figure = c.figure;
+      k.model = model_of(i);
+      k.batch = batch_of(i);
       k.gpus = gpus;
       k.measured = number(*t, i, "value");
-      k.predicted = efficiency ? p.scaling_efficiency * 100 : p.throughput;
+      k.predicted = predict(k.model, gpus, k.batch, anchor);
       k.unit = efficiency ? "%" : "samples/s";
       k.error = (k.predicted - k.measured) / k.measured;
       k.line = t->lines[i];
       k.anchor = anchor_row && *anchor_row == i;
+      k.anchor_gpus = anchor_gpus;
+      k.anchor_value = anchor_value;
+      k.anchor_throughput = anchor;
       out.push_back(k);
     }
+  }
+  return out;
+}
+
+std::vector<Curve> predicted_curves(const CaseFile& file, const std::vector<Comparison>& cs) {
+  std::vector<Curve> out;
+  for (const auto& c : file.cases) {
+    std::map<int, double> points;  // GPUs -> predicted, measured counts first
+    const Comparison* first = nullptr;
+    for (const auto& k : cs) {
+      if (k.data_set != file.name || k.case_name != c.name) continue;
+      if (!first) first = &k;
+      points[k.gpus] = k.predicted;
+    }
+    if (!first) continue;
+    const int lo = first->anchor_gpus > 0 ? std::min(first->anchor_gpus, points.begin()->first)
+                                          : points.begin()->first;
+    const int hi = points.rbegin()->first;
+    const Predictor predict{file, c};
+    for (int g = 1; g <= hi; g *= 2) {
+      if (g >= lo && !points.count(g)) {
+        points[g] = predict(first->model, g, first->batch, first->anchor_throughput);
+      }
+    }
+    Curve curve{file.name, c.name, c.figure, first->unit, {}, {}};
+    for (const auto& [g, v] : points) {
+      curve.gpus.push_back(g);
+      curve.predicted.push_back(v);
+    }
+    out.push_back(std::move(curve));
   }
   return out;
 }
@@ -258,60 +371,6 @@ std::vector<Summary> summarize(const std::vector<Comparison>& comparisons) {
   std::stable_partition(out.begin(), out.end(),
                         [](const Summary& s) { return s.data_set != "all"; });
   return out;
-}
-
-std::string report_markdown(const std::vector<Comparison>& cs, const std::vector<Summary>& ss,
-                            const std::vector<CaseFile>& files, const std::string& command) {
-  std::string o = "# dlsim against published runs\n\n";
-  o += fmt::format(
-      "Generated by `{}`. Errors are (predicted - measured) / measured; a row that "
-      "anchors compute (`--anchor-throughput`) is marked and left out of the "
-      "statistics. P90 is the nearest-rank 90th percentile of |error|.\n\n",
-      command);
-  o += "| data set | comparisons | median abs error | P90 abs error | worst |\n";
-  o += "|---|--:|--:|--:|---|\n";
-  for (const auto& s : ss) {
-    o += fmt::format("| {} | {} | {:.1f} % | {:.1f} % | {:.1f} % ({}) |\n", s.data_set, s.count,
-                     s.median_abs * 100, s.p90_abs * 100, s.worst_abs * 100, s.worst_case);
-  }
-  for (const auto& f : files) {
-    o += fmt::format("\n## {}\n\n{}\n\nSource: {}\n\n", f.name, f.description, f.source);
-    o += "| case | model | GPUs | measured | predicted | error |\n|---|---|--:|--:|--:|--:|\n";
-    for (const auto& c : cs) {
-      if (c.data_set != f.name) continue;
-      o += fmt::format("| {} | {} | {} | {:.4g} {} | {:.4g} {} | {} |\n", c.case_name, c.model,
-                       c.gpus, c.measured, c.unit, c.predicted, c.unit,
-                       c.anchor ? "anchor" : fmt::format("{:+.1f} %", c.error * 100));
-    }
-  }
-  return o;
-}
-
-std::string report_json(const std::vector<Comparison>& cs, const std::vector<Summary>& ss) {
-  nlohmann::json j;
-  j["summary"] = nlohmann::json::array();
-  for (const auto& s : ss) {
-    j["summary"].push_back({{"data_set", s.data_set},
-                            {"comparisons", s.count},
-                            {"median_abs_error", s.median_abs},
-                            {"p90_abs_error", s.p90_abs},
-                            {"worst_abs_error", s.worst_abs},
-                            {"worst_case", s.worst_case}});
-  }
-  j["comparisons"] = nlohmann::json::array();
-  for (const auto& c : cs) {
-    j["comparisons"].push_back({{"data_set", c.data_set},
-                                {"case", c.case_name},
-                                {"model", c.model},
-                                {"gpus", c.gpus},
-                                {"measured", c.measured},
-                                {"predicted", c.predicted},
-                                {"unit", c.unit},
-                                {"error", c.error},
-                                {"anchor", c.anchor},
-                                {"line", c.line}});
-  }
-  return j.dump(2) + "\n";
 }
 
 }  // namespace dlsim::validate

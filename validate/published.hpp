@@ -30,12 +30,14 @@ Table read_table(const std::string& path);
 struct Case {
   std::string name;
   std::string data;                                 // table name
+  std::string figure;                               // plot it belongs to (default: the file's name)
   std::map<std::string, std::string> match;         // column -> exact value
   std::map<std::string, std::string> contains;      // column -> substring
   std::string quantity;                             // throughput | scaling_efficiency
   std::map<std::string, std::string> anchor_match;  // the row whose value anchors compute
   std::optional<double> anchor_throughput;          // or a given single-GPU samples/s
   simulator::PredictOptions predict;                // model, gpus and batch come from the row
+  std::optional<std::string> model;                 // else the row's model (a zoo name)
   std::optional<std::string> batch;                 // else the row's batch_per_gpu
 };
 struct CaseFile {
@@ -48,18 +50,33 @@ CaseFile read_cases(const std::string& path);
 
 struct Comparison {
   std::string data_set;  // the cases file's name
-  std::string case_name, model;
+  std::string case_name, figure, model, batch;
   int gpus = 0;
   double measured = 0, predicted = 0;  // in the quantity's unit (samples/s or %)
   std::string unit;
   double error = 0;     // (predicted - measured) / measured
   int line = 0;         // of the measured row
   bool anchor = false;  // the row that anchored compute (error 0 by construction; not counted)
+  // The anchor: its GPU count and measured samples/s (1 and the given rate for a throughput
+  // anchor; 0 without one), and the single-GPU samples/s compute was scaled to (0: none).
+  int anchor_gpus = 0;
+  double anchor_value = 0, anchor_throughput = 0;
 };
 
 // Runs every case against the tables; a case that matches no row, or whose anchor row is
-// missing, is an InputError naming the cases file and the case.
+// missing, is an InputError naming the cases file and the case. An anchor row of more than one
+// GPU (a table without a single-GPU row) anchors through the single-GPU rate that reproduces
+// it, found by fixed-point iteration.
 std::vector<Comparison> compare(const std::vector<Table>& tables, const CaseFile& cases);
+
+// A case's predictions at its measured GPU counts and at the powers of two between its anchor
+// (or smallest row) and its largest row: the line a plot draws through the measured points.
+struct Curve {
+  std::string data_set, case_name, figure, unit;
+  std::vector<int> gpus;
+  std::vector<double> predicted;  // in the unit
+};
+std::vector<Curve> predicted_curves(const CaseFile& cases, const std::vector<Comparison>& c);
 
 struct Summary {
   std::string data_set;
@@ -69,9 +86,5 @@ struct Summary {
 };
 // Per data set and overall ("all"): median, P90 (nearest rank) and worst absolute error.
 std::vector<Summary> summarize(const std::vector<Comparison>& comparisons);
-
-std::string report_markdown(const std::vector<Comparison>& c, const std::vector<Summary>& s,
-                            const std::vector<CaseFile>& files, const std::string& command);
-std::string report_json(const std::vector<Comparison>& c, const std::vector<Summary>& s);
 
 }  // namespace dlsim::validate
