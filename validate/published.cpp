@@ -134,6 +134,12 @@ CaseFile read_cases(const std::string& path) {
     const auto p = c.child("predict");
     auto& o = k.predict;
     o.cluster = p.get<std::string>("cluster");
+    // A cluster file (not a preset name) is relative to the cases file, like an include.
+    if (o.cluster.size() > 5 && o.cluster.ends_with(".yaml") &&
+        std::filesystem::path(o.cluster).is_relative()) {
+      o.cluster =
+          (std::filesystem::path(path).parent_path() / o.cluster).lexically_normal().string();
+    }
     o.framework = p.get_or<std::string>("framework", o.framework);
     if (p.has("strategy")) o.strategy = p.get<std::string>("strategy");
     o.precision = p.get_or<std::string>("precision", o.precision);
