@@ -39,7 +39,7 @@
 #include "common/version.hpp"
 #include "model/loader.hpp"
 #include "simulator/kernel.hpp"
-#include "validate/replay_cpu.hpp"
+#include "validate/replay_step.hpp"
 
 namespace dlsim::validate {
 namespace {
@@ -89,13 +89,14 @@ class Exchange {
  public:
   Exchange(ReplayComm& comm, const simulator::FrameworkPolicy& policy,
            const simulator::ResolvedPolicy& resolved, const simulator::JobInfo& job,
-           const std::vector<GradientBuffer>& grads, std::vector<float>& fusion)
+           TrainingStep& step, std::vector<float>& fusion)
       : comm_(comm),
         resolved_(resolved),
-        grads_(grads),
+        step_(step),
+        grads_(step.gradients()),
         fusion_(fusion),
         launcher_(policy.launcher(resolved, job)),
-        ready_(grads.size(), 0) {}
+        ready_(grads_.size(), 0) {}
 
   void start() {
     t0_ = Clock::now();
@@ -179,16 +180,17 @@ class Exchange {
     const int tag = 2 * (sequence_++ % 16000);
     std::int64_t n = 0;
     for (int t : g.tensors) n += grads_[static_cast<std::size_t>(t)].elements;
+    // A fused group, or any gradient in device memory, goes through the host fusion buffer.
+    const bool staged = g.copy_in || g.tensors.size() > 1 || !step_.host_memory();
     float* data = nullptr;
-    if (g.copy_in || g.tensors.size() > 1) {
-      if (static_cast<std::int64_t>(fusion_.size()) < n)
+    if (staged) {
+      if (static_cast<std::int64_t>(fusion_.size()) < n) {
         fusion_.resize(static_cast<std::size_t>(n));
+      }
       std::int64_t at = 0;
       for (int t : g.tensors) {
-        const auto& b = grads_[static_cast<std::size_t>(t)];
-        std::memcpy(fusion_.data() + at, b.data,
-                    static_cast<std::size_t>(b.elements) * sizeof(float));
-        at += b.elements;
+        step_.to_host(t, fusion_.data() + at);
+        at += grads_[static_cast<std::size_t>(t)].elements;
       }
       data = fusion_.data();
     } else {
@@ -199,13 +201,11 @@ class Exchange {
     } else {
       comm_.ring_allreduce(data, n, tag);
     }
-    if (data == fusion_.data()) {
+    if (staged) {
       std::int64_t at = 0;
       for (int t : g.tensors) {
-        const auto& b = grads_[static_cast<std::size_t>(t)];
-        std::memcpy(b.data, fusion_.data() + at,
-                    static_cast<std::size_t>(b.elements) * sizeof(float));
-        at += b.elements;
+        step_.from_host(t, fusion_.data() + at);
+        at += grads_[static_cast<std::size_t>(t)].elements;
       }
     }
     bytes_ += 4.0 * static_cast<double>(n);
@@ -215,6 +215,7 @@ class Exchange {
 
   ReplayComm& comm_;
   const simulator::ResolvedPolicy& resolved_;
+  TrainingStep& step_;
   const std::vector<GradientBuffer>& grads_;
   std::vector<float>& fusion_;
   std::unique_ptr<simulator::GradientLauncher> launcher_;
@@ -299,7 +300,7 @@ ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std
   // Set-up: anything that fails here fails on the rank that has it; all ranks learn of it
   // before any exchange starts, and rank 0 names it.
   std::string setup_error;
-  std::unique_ptr<CpuTrainingStep> step;
+  std::unique_ptr<TrainingStep> step;
   std::unique_ptr<simulator::FrameworkPolicy> policy;
   simulator::ResolvedPolicy resolved;
   simulator::JobInfo job;
@@ -310,7 +311,7 @@ ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std
     if (o.warmup < 0) fail_at({}, "--warmup", fmt::format("must be 0 or more, got {}", o.warmup));
     policy = simulator::framework_policies().at(o.framework, {}).make();
     graph.emplace(model::load_model(o.model));
-    step = std::make_unique<CpuTrainingStep>(*graph, o.batch, o.seed + 7919u * comm.rank());
+    step = make_training_step(o.device, *graph, o.batch, o.seed + 7919u * comm.rank());
     job.gpus = comm.size();
     job.nodes = comm.size();
     job.gpus_per_node = 1;
@@ -370,10 +371,11 @@ ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std
   const float scale = 1.0f / static_cast<float>(comm.size());
   comm.barrier();
   for (int s = 0; s < o.warmup + o.steps; ++s) {
+    if (s == o.warmup) step->start_layer_timing();
     const auto t0 = Clock::now();
     step->forward();
     const double fwd = seconds_since(t0);
-    Exchange ex(comm, *policy, resolved, job, step->gradients(), fusion);
+    Exchange ex(comm, *policy, resolved, job, *step, fusion);
     ex.start();
     const auto t1 = Clock::now();
     step->backward([&ex](int g) { ex.ready(g); });
@@ -395,6 +397,11 @@ ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std
   }
   const auto all_times = comm.gather(times_json(mine).dump());
   if (comm.rank() != 0) return {};
+  auto layers = step->layer_times();
+  for (auto& l : layers) {
+    l.forward_s /= o.steps;
+    l.backward_s /= o.steps;
+  }
 
   ReplayMeasurement m;
   m.options = o;
@@ -410,11 +417,13 @@ ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std
   m.gradient_tensors = static_cast<int>(job.gradient_bytes.size());
   m.gradient_bytes = std::accumulate(job.gradient_bytes.begin(), job.gradient_bytes.end(), 0.0);
   m.allocated_bytes = step->bytes();
+  m.backend = step->device();
   std::set<std::string> hosts;
   for (const auto& text : all_times) {
     m.per_rank.push_back(times_from(nlohmann::json::parse(text)));
     hosts.insert(m.per_rank.back().host);
   }
+  m.per_rank.front().layers = std::move(layers);
   m.nodes = static_cast<int>(hosts.size());
   // The job's step: the slowest rank's, per step.
   std::vector<double> job_steps(static_cast<std::size_t>(o.steps), 0.0);
@@ -451,7 +460,8 @@ std::string replay_json(const ReplayMeasurement& m) {
                  {"warmup", o.warmup},
                  {"seed", o.seed},
                  {"precision", "fp32"},
-                 {"backend", "cpu (Eigen, one thread per rank)"},
+                 {"device", o.device},
+                 {"backend", m.backend},
                  {"inter_node", o.inter_node}};
   j["provenance"] = {{"command", m.command}, {"date", m.date}, {"dlsim", m.dlsim_version},
                      {"mpi", m.library},     {"cpu", m.cpu},   {"source_id", o.source_id}};
@@ -470,6 +480,12 @@ std::string replay_json(const ReplayMeasurement& m) {
                    "samples/s = ranks x batch / median"}};
   j["ranks"] = nlohmann::json::array();
   for (const auto& r : m.per_rank) j["ranks"].push_back(times_json(r));
+  // Rank 0's time per layer, the mean over the timed steps.
+  j["layers_rank0"] = nlohmann::json::array();
+  for (const auto& l : m.per_rank.front().layers) {
+    j["layers_rank0"].push_back(
+        {{"layer", l.layer}, {"op", l.op}, {"forward_s", l.forward_s}, {"backward_s", l.backward_s}});
+  }
   return j.dump(2) + "\n";
 }
 
@@ -496,7 +512,7 @@ std::string replay_csv(const ReplayMeasurement& m) {
       fmt::format("dlsim-replay({})", o.framework),
       m.strategy,
       "fp32",
-      "cpu",
+      o.device == "gpu" ? m.backend.substr(0, m.backend.find(" (")) : std::string("cpu"),
       std::to_string(m.ranks),
       std::to_string(m.nodes),
       std::to_string(m.nodes > 0 ? m.ranks / m.nodes : m.ranks),

@@ -13,12 +13,14 @@
 
 #include "simulator/framework.hpp"
 #include "validate/replay_comm.hpp"
+#include "validate/replay_step.hpp"
 
 namespace dlsim::validate {
 
 struct ReplayOptions {
   std::string model;
-  std::int64_t batch = 8;  // per rank
+  std::string device = "cpu";  // cpu | gpu (CUDA build)
+  std::int64_t batch = 8;      // per rank
   std::string framework = "horovod";
   std::optional<std::string> strategy;
   simulator::FrameworkOptions framework_options;
@@ -36,6 +38,7 @@ struct RankTimes {
   std::string host;
   std::vector<double> step, forward, backward, exchange_wait, update;
   double exchanged_bytes = 0;  // per step, sent into the exchange by this rank
+  std::vector<LayerTime> layers;  // per timed step (the mean), rank 0 only
   int collectives = 0;         // per step
 };
 
@@ -45,6 +48,7 @@ struct ReplayMeasurement {
   std::string strategy, policy;  // resolved
   int ranks = 1, nodes = 1;
   std::string library, command, date, dlsim_version, cpu;
+  std::string backend;  // what ran the kernels, in words
   double gradient_bytes = 0;
   int gradient_tensors = 0;
   double allocated_bytes = 0;  // per rank

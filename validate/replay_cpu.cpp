@@ -28,6 +28,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -192,6 +193,7 @@ struct CpuTrainingStep::Impl {
     std::int64_t heads = 1, axis = 0;
     bool grad_written = false;
     std::vector<int> gradient_indices;
+    double forward_s = 0, backward_s = 0;  // summed since start_layer_timing()
   };
   std::vector<LayerState> layers;
   std::vector<float> cols;                // im2col scratch, the largest convolution's
@@ -1074,15 +1076,27 @@ CpuTrainingStep::CpuTrainingStep(const model::LayerGraph& graph, std::int64_t ba
 
 CpuTrainingStep::~CpuTrainingStep() = default;
 
+namespace {
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
 void CpuTrainingStep::forward() {
-  for (auto v : impl_->graph.order()) impl_->forward(v);
+  for (auto v : impl_->graph.order()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    impl_->forward(v);
+    impl_->layers[v].forward_s += since(t0);
+  }
 }
 
 void CpuTrainingStep::backward(const std::function<void(int)>& ready) {
   for (auto& s : impl_->layers) s.grad_written = false;
   const auto& order = impl_->graph.order();
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const auto t0 = std::chrono::steady_clock::now();
     impl_->backward(*it);
+    impl_->layers[*it].backward_s += since(t0);
     for (int g : impl_->layers[*it].gradient_indices) ready(g);
   }
 }
@@ -1103,7 +1117,7 @@ void CpuTrainingStep::update(float scale) {
 
 const std::vector<GradientBuffer>& CpuTrainingStep::gradients() const { return impl_->gradients; }
 
-double CpuTrainingStep::loss() const {
+double CpuTrainingStep::loss() {
   double sum = 0;
   for (const auto& s : impl_->layers) {
     if (s.kind == Kind::kLoss) sum += std::accumulate(s.act.begin(), s.act.end(), 0.0);
@@ -1112,6 +1126,29 @@ double CpuTrainingStep::loss() const {
 }
 
 double CpuTrainingStep::bytes() const { return impl_->total_bytes; }
+
+void CpuTrainingStep::start_layer_timing() {
+  for (auto& s : impl_->layers) s.forward_s = s.backward_s = 0;
+}
+
+std::vector<LayerTime> CpuTrainingStep::layer_times() {
+  std::vector<LayerTime> out;
+  for (auto v : impl_->graph.order()) {
+    const auto& s = impl_->layers[v];
+    out.push_back({impl_->graph.layer(v).name, s.op, s.forward_s, s.backward_s});
+  }
+  return out;
+}
+
+void CpuTrainingStep::to_host(int g, float* dst) {
+  const auto& b = impl_->gradients.at(static_cast<std::size_t>(g));
+  std::memcpy(dst, b.data, static_cast<std::size_t>(b.elements) * sizeof(float));
+}
+
+void CpuTrainingStep::from_host(int g, const float* src) {
+  const auto& b = impl_->gradients.at(static_cast<std::size_t>(g));
+  std::memcpy(b.data, src, static_cast<std::size_t>(b.elements) * sizeof(float));
+}
 
 const std::vector<std::string>& replay_cpu_ops() {
   static const std::vector<std::string> ops = [] {

@@ -12,41 +12,39 @@
 #include <vector>
 
 #include "model/graph.hpp"
+#include "validate/replay_step.hpp"
 
 namespace dlsim::validate {
 
-// A gradient tensor the step produced: its storage, owner and size.
-struct GradientBuffer {
-  float* data = nullptr;
-  float* value = nullptr;  // the parameter it is the gradient of
-
-  std::int64_t elements = 0;
-  std::string layer, tensor;
-};
-
-class CpuTrainingStep {
+class CpuTrainingStep final : public TrainingStep {
  public:
   // Allocates and fills every buffer (activations, their gradients, parameters, optimizer
   // state) for `batch` samples; the values come from a generator seeded with `seed`. An op the
   // replay has no kernel for is an InputError naming the layer.
   CpuTrainingStep(const model::LayerGraph& graph, std::int64_t batch, std::uint64_t seed);
-  ~CpuTrainingStep();
+  ~CpuTrainingStep() override;
   CpuTrainingStep(const CpuTrainingStep&) = delete;
   CpuTrainingStep& operator=(const CpuTrainingStep&) = delete;
 
-  void forward();
+  void forward() override;
   // The backward pass in reverse topological order; after the layer owning gradient g (index
   // into gradients()) has written it, calls ready(g).
-  void backward(const std::function<void(int)>& ready);
+  void backward(const std::function<void(int)>& ready) override;
   // SGD with momentum 0.9 over every parameter (one state per parameter, dlsim's "momentum"
   // optimizer), with the gradients scaled by `scale` (1 / ranks after a summing allreduce).
-  void update(float scale);
+  void update(float scale) override;
 
-  const std::vector<GradientBuffer>& gradients() const;
+  const std::vector<GradientBuffer>& gradients() const override;
   // The sum over the batch of the loss layers' outputs after forward().
-  double loss() const;
+  double loss() override;
   // Bytes of everything allocated (activations, gradients, parameters, state, scratch).
-  double bytes() const;
+  double bytes() const override;
+  std::string device() const override { return "cpu (Eigen, one thread)"; }
+  void to_host(int g, float* dst) override;
+  void from_host(int g, const float* src) override;
+  bool host_memory() const override { return true; }
+  void start_layer_timing() override;
+  std::vector<LayerTime> layer_times() override;
 
   struct Impl;
 
