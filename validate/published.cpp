@@ -155,6 +155,9 @@ CaseFile read_cases(const std::string& path) {
     }
     if (p.has("mode")) o.framework_options.mode = p.get<std::string>("mode");
     if (p.has("ps_servers")) o.framework_options.ps_servers = p.get<int>("ps_servers");
+    // GPUs used per node, where the cluster's nodes have more than the runs used (e.g. one rank
+    // per node of a calibrated profile).
+    if (p.has("gpus_per_node")) o.gpus_per_node = p.get<int>("gpus_per_node");
     p.finish();
     c.finish();
     f.cases.push_back(std::move(k));

@@ -130,6 +130,7 @@ class Exchange {
 
   void run() {
     const std::size_t total = grads_.size();
+    if (comm_.size() == 1) return;  // one rank: nothing to exchange (frameworks skip it too)
     const bool periodic = resolved_.params.cycle_time.has_value();
     if (periodic) {
       const double cycle = resolved_.params.cycle_time->value();
@@ -483,8 +484,10 @@ std::string replay_json(const ReplayMeasurement& m) {
   // Rank 0's time per layer, the mean over the timed steps.
   j["layers_rank0"] = nlohmann::json::array();
   for (const auto& l : m.per_rank.front().layers) {
-    j["layers_rank0"].push_back(
-        {{"layer", l.layer}, {"op", l.op}, {"forward_s", l.forward_s}, {"backward_s", l.backward_s}});
+    j["layers_rank0"].push_back({{"layer", l.layer},
+                                 {"op", l.op},
+                                 {"forward_s", l.forward_s},
+                                 {"backward_s", l.backward_s}});
   }
   return j.dump(2) + "\n";
 }

@@ -37,9 +37,9 @@ struct RankTimes {
   int rank = 0;
   std::string host;
   std::vector<double> step, forward, backward, exchange_wait, update;
-  double exchanged_bytes = 0;  // per step, sent into the exchange by this rank
+  double exchanged_bytes = 0;     // per step, sent into the exchange by this rank
   std::vector<LayerTime> layers;  // per timed step (the mean), rank 0 only
-  int collectives = 0;         // per step
+  int collectives = 0;            // per step
 };
 
 struct ReplayMeasurement {

@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -39,7 +40,8 @@ namespace dlsim::validate {
 namespace {
 
 void check(cudaError_t e, const char* call) {
-  if (e != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", call, cudaGetErrorString(e)));
+  if (e != cudaSuccess)
+    throw std::runtime_error(fmt::format("{}: {}", call, cudaGetErrorString(e)));
 }
 void check(cublasStatus_t s, const char* call) {
   if (s != CUBLAS_STATUS_SUCCESS) {
@@ -79,12 +81,17 @@ __global__ void k_fill(float* p, std::int64_t n, std::uint64_t seed, float scale
 
 __device__ inline float act_f(int f, float x) {
   switch (f) {
-    case 0: return x > 0 ? x : 0;                       // relu
-    case 1: return fminf(fmaxf(x, 0.0f), 6.0f);         // relu6
-    case 2: return 1 / (1 + expf(-x));                  // sigmoid
-    case 3: return tanhf(x);                            // tanh
-    case 4: return x / (1 + expf(-x));                  // silu
-    default: {                                          // gelu (tanh form)
+    case 0:
+      return x > 0 ? x : 0;  // relu
+    case 1:
+      return fminf(fmaxf(x, 0.0f), 6.0f);  // relu6
+    case 2:
+      return 1 / (1 + expf(-x));  // sigmoid
+    case 3:
+      return tanhf(x);  // tanh
+    case 4:
+      return x / (1 + expf(-x));  // silu
+    default: {                    // gelu (tanh form)
       const float u = 0.7978845608f * (x + 0.044715f * x * x * x);
       return 0.5f * x * (1 + tanhf(u));
     }
@@ -92,11 +99,22 @@ __device__ inline float act_f(int f, float x) {
 }
 __device__ inline float act_df(int f, float x) {
   switch (f) {
-    case 0: return x > 0 ? 1.0f : 0.0f;
-    case 1: return x > 0 && x < 6 ? 1.0f : 0.0f;
-    case 2: { const float s = 1 / (1 + expf(-x)); return s * (1 - s); }
-    case 3: { const float t = tanhf(x); return 1 - t * t; }
-    case 4: { const float s = 1 / (1 + expf(-x)); return s * (1 + x * (1 - s)); }
+    case 0:
+      return x > 0 ? 1.0f : 0.0f;
+    case 1:
+      return x > 0 && x < 6 ? 1.0f : 0.0f;
+    case 2: {
+      const float s = 1 / (1 + expf(-x));
+      return s * (1 - s);
+    }
+    case 3: {
+      const float t = tanhf(x);
+      return 1 - t * t;
+    }
+    case 4: {
+      const float s = 1 / (1 + expf(-x));
+      return s * (1 + x * (1 - s));
+    }
     default: {
       const float u = 0.7978845608f * (x + 0.044715f * x * x * x);
       const float t = tanhf(u);
@@ -117,8 +135,8 @@ __global__ void k_act_back(int f, const float* x, const float* dy, float* dx, st
     dx[i] = add ? dx[i] + g : g;
   }
 }
-__global__ void k_dropout(const float* x, float* y, float* mask, std::int64_t n,
-                          std::uint64_t seed, float p) {
+__global__ void k_dropout(const float* x, float* y, float* mask, std::int64_t n, std::uint64_t seed,
+                          float p) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i < n) {
     const float m = hash_uniform(seed, i) < p ? 0.0f : 1.0f / (1.0f - p);
@@ -154,8 +172,8 @@ struct Win {
   int kh, kw, sh, sw, ph, pw;
   bool adaptive, max, count_pad;
 };
-__device__ inline void window(const Win& w, int oy, int ox, int ih, int iw, int oh, int ow,
-                              int& y0, int& y1, int& x0, int& x1) {
+__device__ inline void window(const Win& w, int oy, int ox, int ih, int iw, int oh, int ow, int& y0,
+                              int& y1, int& x0, int& x1) {
   if (w.adaptive) {
     y0 = oy * ih / oh;
     y1 = ((oy + 1) * ih + oh - 1) / oh;
@@ -183,7 +201,10 @@ __global__ void k_pool(Win w, const float* x, float* y, int* arg, std::int64_t p
     int at = 0;
     for (int yy = y0; yy < y1; ++yy)
       for (int xx = x0; xx < x1; ++xx)
-        if (xp[yy * iw + xx] > best) { best = xp[yy * iw + xx]; at = yy * iw + xx; }
+        if (xp[yy * iw + xx] > best) {
+          best = xp[yy * iw + xx];
+          at = yy * iw + xx;
+        }
     y[i] = best;
     arg[i] = at;
   } else {
@@ -194,8 +215,8 @@ __global__ void k_pool(Win w, const float* x, float* y, int* arg, std::int64_t p
     y[i] = s / static_cast<float>(max(n, 1));
   }
 }
-__global__ void k_pool_back(Win w, const float* dy, const int* arg, float* dx,
-                            std::int64_t planes, int ih, int iw, int oh, int ow) {
+__global__ void k_pool_back(Win w, const float* dy, const int* arg, float* dx, std::int64_t planes,
+                            int ih, int iw, int oh, int ow) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i >= planes * oh * ow) return;
   const std::int64_t p = i / (oh * ow);
@@ -268,20 +289,20 @@ __global__ void k_softmax_back(const float* p, const float* dy, float* dx, int l
 // Per row: loss -log p[label]; the sample's loss is the mean over its rows.
 __global__ void k_xent(const float* p, const int* labels, float* row_loss, int len) {
   if (threadIdx.x == 0) {
-    row_loss[blockIdx.x] = -logf(p[blockIdx.x * static_cast<std::int64_t>(len) +
-                                   labels[blockIdx.x]] + 1e-30f);
+    row_loss[blockIdx.x] =
+        -logf(p[blockIdx.x * static_cast<std::int64_t>(len) + labels[blockIdx.x]] + 1e-30f);
   }
 }
-__global__ void k_xent_back(const float* p, const int* labels, float* dx, int len,
-                            float scale, bool add) {
+__global__ void k_xent_back(const float* p, const int* labels, float* dx, int len, float scale,
+                            bool add) {
   const std::int64_t o = blockIdx.x * static_cast<std::int64_t>(len);
   for (int c = threadIdx.x; c < len; c += blockDim.x) {
     const float g = scale * (p[o + c] - (c == labels[blockIdx.x] ? 1.0f : 0.0f));
     dx[o + c] = add ? dx[o + c] + g : g;
   }
 }
-__global__ void k_layernorm(const float* x, float* y, const float* g, const float* b,
-                            float* stats, int len) {
+__global__ void k_layernorm(const float* x, float* y, const float* g, const float* b, float* stats,
+                            int len) {
   const std::int64_t o = blockIdx.x * static_cast<std::int64_t>(len);
   float s = 0, q = 0;
   for (int c = threadIdx.x; c < len; c += blockDim.x) s += x[o + c];
@@ -365,7 +386,10 @@ struct DeviceArray {
   explicit DeviceArray(std::int64_t count) : n(count) {
     if (n > 0) check(cudaMalloc(&p, static_cast<std::size_t>(n) * sizeof(float)), "cudaMalloc");
   }
-  DeviceArray(DeviceArray&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr; o.n = 0; }
+  DeviceArray(DeviceArray&& o) noexcept : p(o.p), n(o.n) {
+    o.p = nullptr;
+    o.n = 0;
+  }
   DeviceArray& operator=(DeviceArray&& o) noexcept {
     std::swap(p, o.p);
     std::swap(n, o.n);
@@ -376,9 +400,26 @@ struct DeviceArray {
   }
 };
 
-enum class Kind { kInput, kConv, kLinear, kMatmul, kEmbedding, kScores, kContext, kActivation,
-                  kDropout, kAdd, kConcat, kSoftmax, kLoss, kBatchNorm, kLayerNorm, kPool,
-                  kLrn, kView };
+enum class Kind {
+  kInput,
+  kConv,
+  kLinear,
+  kMatmul,
+  kEmbedding,
+  kScores,
+  kContext,
+  kActivation,
+  kDropout,
+  kAdd,
+  kConcat,
+  kSoftmax,
+  kLoss,
+  kBatchNorm,
+  kLayerNorm,
+  kPool,
+  kLrn,
+  kView
+};
 
 struct Param {
   DeviceArray value, grad, momentum;
@@ -421,6 +462,7 @@ class GpuStep final : public TrainingStep {
       : g_(graph), batch_(batch), seed_(seed) {
     check(cudaSetDevice(0), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking), "cudaStreamCreate");
     check(cublasCreate(&cublas_), "cublasCreate");
     check(cublasSetStream(cublas_, stream_), "cublasSetStream");
     check(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
@@ -428,8 +470,8 @@ class GpuStep final : public TrainingStep {
     check(cudnnSetStream(cudnn_, stream_), "cudnnSetStream");
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-    device_ = fmt::format("{} (cuDNN {}, cuBLAS, CUDA runtime {})", prop.name,
-                          cudnnGetVersion(), CUDART_VERSION);
+    device_ = fmt::format("{} (cuDNN {}, cuBLAS, CUDA runtime {})", prop.name, cudnnGetVersion(),
+                          CUDART_VERSION);
     build();
   }
   ~GpuStep() override {
@@ -450,6 +492,8 @@ class GpuStep final : public TrainingStep {
     if (ids_) cudaFree(ids_);
     cudnnDestroy(cudnn_);
     cublasDestroy(cublas_);
+    if (pinned_) cudaFreeHost(pinned_);
+    cudaStreamDestroy(copy_);
     cudaStreamDestroy(stream_);
   }
 
@@ -516,19 +560,27 @@ class GpuStep final : public TrainingStep {
   }
   double bytes() const override { return bytes_; }
   std::string device() const override { return device_; }
+  // Copies go through a pinned buffer on their own stream (as NCCL-less frameworks stage
+  // through pinned memory): a pageable cudaMemcpy would hold up the compute stream's launches.
   void to_host(int gi, float* dst) override {
     const auto& b = grads_.at(static_cast<std::size_t>(gi));
-    check(cudaEventSynchronize(layers_[owner_[static_cast<std::size_t>(gi)]].done),
-          "cudaEventSynchronize");
-    check(cudaMemcpy(dst, b.data, static_cast<std::size_t>(b.elements) * sizeof(float),
-                     cudaMemcpyDeviceToHost),
-          "cudaMemcpy (gradient to host)");
+    const std::size_t bytes = static_cast<std::size_t>(b.elements) * sizeof(float);
+    pinned(bytes);
+    check(cudaStreamWaitEvent(copy_, layers_[owner_[static_cast<std::size_t>(gi)]].done, 0),
+          "cudaStreamWaitEvent");
+    check(cudaMemcpyAsync(pinned_, b.data, bytes, cudaMemcpyDeviceToHost, copy_),
+          "cudaMemcpyAsync (gradient to host)");
+    check(cudaStreamSynchronize(copy_), "cudaStreamSynchronize");
+    std::memcpy(dst, pinned_, bytes);
   }
   void from_host(int gi, const float* src) override {
     const auto& b = grads_.at(static_cast<std::size_t>(gi));
-    check(cudaMemcpy(b.data, src, static_cast<std::size_t>(b.elements) * sizeof(float),
-                     cudaMemcpyHostToDevice),
-          "cudaMemcpy (gradient to device)");
+    const std::size_t bytes = static_cast<std::size_t>(b.elements) * sizeof(float);
+    pinned(bytes);
+    std::memcpy(pinned_, src, bytes);
+    check(cudaMemcpyAsync(b.data, pinned_, bytes, cudaMemcpyHostToDevice, copy_),
+          "cudaMemcpyAsync (gradient to device)");
+    check(cudaStreamSynchronize(copy_), "cudaStreamSynchronize");
   }
   bool host_memory() const override { return false; }
 
@@ -565,8 +617,8 @@ class GpuStep final : public TrainingStep {
     const auto opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     check(cublasSgemmStridedBatched(cublas_, opb, opa, static_cast<int>(n), static_cast<int>(m),
                                     static_cast<int>(k), &alpha, b, static_cast<int>(ldb), sb, a,
-                                    static_cast<int>(lda), sa, &beta, c, static_cast<int>(ldc),
-                                    sc, static_cast<int>(count)),
+                                    static_cast<int>(lda), sa, &beta, c, static_cast<int>(ldc), sc,
+                                    static_cast<int>(count)),
           "cublasSgemmStridedBatched");
   }
   static cudnnTensorDescriptor_t tensor4(std::int64_t n, std::int64_t c, std::int64_t h,
@@ -574,8 +626,7 @@ class GpuStep final : public TrainingStep {
     cudnnTensorDescriptor_t d;
     check(cudnnCreateTensorDescriptor(&d), "cudnnCreateTensorDescriptor");
     check(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, static_cast<int>(n),
-                                     static_cast<int>(c), static_cast<int>(h),
-                                     static_cast<int>(w)),
+                                     static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)),
           "cudnnSetTensor4dDescriptor");
     return d;
   }
@@ -583,6 +634,13 @@ class GpuStep final : public TrainingStep {
     if (bytes > ws_.n * sizeof(float)) ws_ = DeviceArray(static_cast<std::int64_t>(bytes / 4 + 1));
   }
 
+  void pinned(std::size_t bytes) {
+    if (bytes <= pinned_bytes_) return;
+    if (pinned_) cudaFreeHost(pinned_);
+    pinned_ = nullptr;
+    check(cudaMallocHost(&pinned_, bytes), "cudaMallocHost");
+    pinned_bytes_ = bytes;
+  }
   void build();
   void setup_conv(std::size_t v, Layer& l);
   void fwd(std::size_t v);
@@ -592,7 +650,9 @@ class GpuStep final : public TrainingStep {
   std::int64_t batch_;
   std::uint64_t seed_;
   std::uint64_t fills_ = 1, step_ = 0;
-  cudaStream_t stream_{};
+  cudaStream_t stream_{}, copy_{};
+  void* pinned_ = nullptr;
+  std::size_t pinned_bytes_ = 0;
   cublasHandle_t cublas_{};
   cudnnHandle_t cudnn_{};
   std::string device_;
@@ -616,10 +676,10 @@ void GpuStep::setup_conv(std::size_t v, Layer& l) {
   l.x = tensor4(batch_, in[0], in[1], in[2]);
   l.y = tensor4(batch_, out[0], out[1], out[2]);
   check(cudnnCreateFilterDescriptor(&l.w), "cudnnCreateFilterDescriptor");
-  check(cudnnSetFilter4dDescriptor(l.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                   static_cast<int>(out[0]), static_cast<int>(in[0] / groups),
-                                   k[0], k[1]),
-        "cudnnSetFilter4dDescriptor");
+  check(
+      cudnnSetFilter4dDescriptor(l.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, static_cast<int>(out[0]),
+                                 static_cast<int>(in[0] / groups), k[0], k[1]),
+      "cudnnSetFilter4dDescriptor");
   check(cudnnCreateConvolutionDescriptor(&l.conv), "cudnnCreateConvolutionDescriptor");
   check(cudnnSetConvolution2dDescriptor(l.conv, p[0], p[1], s[0], s[1], d[0], d[1],
                                         CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
@@ -656,22 +716,34 @@ void GpuStep::setup_conv(std::size_t v, Layer& l) {
 }
 
 void GpuStep::build() {
-  static const std::map<std::string, Kind> kinds = {
-      {"input", Kind::kInput},         {"conv2d", Kind::kConv},
-      {"linear", Kind::kLinear},       {"matmul", Kind::kMatmul},
-      {"embedding", Kind::kEmbedding}, {"attention_scores", Kind::kScores},
-      {"attention_context", Kind::kContext}, {"relu", Kind::kActivation},
-      {"relu6", Kind::kActivation},    {"sigmoid", Kind::kActivation},
-      {"tanh", Kind::kActivation},     {"silu", Kind::kActivation},
-      {"gelu", Kind::kActivation},     {"dropout", Kind::kDropout},
-      {"add", Kind::kAdd},             {"concat", Kind::kConcat},
-      {"softmax", Kind::kSoftmax},     {"softmax_cross_entropy", Kind::kLoss},
-      {"batchnorm", Kind::kBatchNorm}, {"layernorm", Kind::kLayerNorm},
-      {"maxpool", Kind::kPool},        {"avgpool", Kind::kPool},
-      {"adaptive_avgpool", Kind::kPool}, {"global_avgpool", Kind::kPool},
-      {"lrn", Kind::kLrn},             {"flatten", Kind::kView}};
+  static const std::map<std::string, Kind> kinds = {{"input", Kind::kInput},
+                                                    {"conv2d", Kind::kConv},
+                                                    {"linear", Kind::kLinear},
+                                                    {"matmul", Kind::kMatmul},
+                                                    {"embedding", Kind::kEmbedding},
+                                                    {"attention_scores", Kind::kScores},
+                                                    {"attention_context", Kind::kContext},
+                                                    {"relu", Kind::kActivation},
+                                                    {"relu6", Kind::kActivation},
+                                                    {"sigmoid", Kind::kActivation},
+                                                    {"tanh", Kind::kActivation},
+                                                    {"silu", Kind::kActivation},
+                                                    {"gelu", Kind::kActivation},
+                                                    {"dropout", Kind::kDropout},
+                                                    {"add", Kind::kAdd},
+                                                    {"concat", Kind::kConcat},
+                                                    {"softmax", Kind::kSoftmax},
+                                                    {"softmax_cross_entropy", Kind::kLoss},
+                                                    {"batchnorm", Kind::kBatchNorm},
+                                                    {"layernorm", Kind::kLayerNorm},
+                                                    {"maxpool", Kind::kPool},
+                                                    {"avgpool", Kind::kPool},
+                                                    {"adaptive_avgpool", Kind::kPool},
+                                                    {"global_avgpool", Kind::kPool},
+                                                    {"lrn", Kind::kLrn},
+                                                    {"flatten", Kind::kView}};
   static const std::map<std::string, int> fns = {{"relu", 0}, {"relu6", 1}, {"sigmoid", 2},
-                                                 {"tanh", 3}, {"silu", 4}, {"gelu", 5}};
+                                                 {"tanh", 3}, {"silu", 4},  {"gelu", 5}};
   const auto stats = model::analyze(g_, batch_, Precision::kFp32);
   std::map<std::pair<std::size_t, std::string>, int> index;
   for (std::size_t i = 0; i < stats.gradients.size(); ++i) {
@@ -763,9 +835,10 @@ void GpuStep::build() {
       }
       case Kind::kLrn:
         check(cudnnCreateLRNDescriptor(&l.lrn), "cudnnCreateLRNDescriptor");
-        check(cudnnSetLRNDescriptor(l.lrn, a.at("size").get<unsigned>(), a.at("alpha").get<double>(),
-                                    a.at("beta").get<double>(), a.at("k").get<double>()),
-              "cudnnSetLRNDescriptor");
+        check(
+            cudnnSetLRNDescriptor(l.lrn, a.at("size").get<unsigned>(), a.at("alpha").get<double>(),
+                                  a.at("beta").get<double>(), a.at("k").get<double>()),
+            "cudnnSetLRNDescriptor");
         l.x = tensor4(batch_, out[0], out[1], out.size() > 2 ? out[2] : 1);
         break;
       case Kind::kBatchNorm: {
@@ -802,7 +875,8 @@ void GpuStep::build() {
         l.saved = DeviceArray(batch_ * elems(in) + rows);  // probabilities, then row losses
         std::vector<int> labels(static_cast<std::size_t>(rows));
         for (std::size_t i = 0; i < labels.size(); ++i) {
-          labels[i] = static_cast<int>((i * 2654435761u + seed_) % static_cast<std::uint64_t>(in.back()));
+          labels[i] =
+              static_cast<int>((i * 2654435761u + seed_) % static_cast<std::uint64_t>(in.back()));
         }
         check(cudaMalloc(&l.arg, labels.size() * sizeof(int)), "cudaMalloc");
         check(cudaMemcpy(l.arg, labels.data(), labels.size() * sizeof(int), cudaMemcpyHostToDevice),
@@ -812,7 +886,8 @@ void GpuStep::build() {
       case Kind::kInput:
         if (lay.output.dtype == model::DType::kInt64 && !ids_) {
           std::vector<int> ids(static_cast<std::size_t>(batch_ * l.out));
-          for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>((i * 48271u + seed_) % 30000u);
+          for (std::size_t i = 0; i < ids.size(); ++i)
+            ids[i] = static_cast<int>((i * 48271u + seed_) % 30000u);
           check(cudaMalloc(&ids_, ids.size() * sizeof(int)), "cudaMalloc");
           check(cudaMemcpy(ids_, ids.data(), ids.size() * sizeof(int), cudaMemcpyHostToDevice),
                 "cudaMemcpy");
@@ -859,8 +934,8 @@ void GpuStep::fwd(std::size_t v) {
     case Kind::kLinear: {
       const auto& in = in_shape(v, 0);
       const std::int64_t k = in.back(), o = lay.output.shape.back(), m = n / o;
-      gemm(false, true, m, o, k, 1, act(lay.inputs[0]), k, 0, l.params[0].value_p, k, 0, 0,
-           l.act.p, o, 0, 1);
+      gemm(false, true, m, o, k, 1, act(lay.inputs[0]), k, 0, l.params[0].value_p, k, 0, 0, l.act.p,
+           o, 0, 1);
       if (l.params.size() > 1) {
         k_add_bias_rows<<<blocks(n), 256, 0, stream_>>>(l.act.p, l.params[1].value_p, m, o);
       }
@@ -881,8 +956,8 @@ void GpuStep::fwd(std::size_t v) {
       const float* type = l.params.size() > 2 ? l.params[2].value_p : nullptr;
       const int pos_rows = l.params.size() > 1 ? static_cast<int>(l.params[1].elements / dim) : 1;
       k_embed<<<blocks(n), 256, 0, stream_>>>(ids_, l.params[0].value_p, pos, type, l.act.p,
-                                               batch_ * seq, static_cast<int>(seq),
-                                               static_cast<int>(dim), pos_rows);
+                                              batch_ * seq, static_cast<int>(seq),
+                                              static_cast<int>(dim), pos_rows);
       break;
     }
     case Kind::kScores:
@@ -908,7 +983,7 @@ void GpuStep::fwd(std::size_t v) {
       break;
     case Kind::kDropout:
       k_dropout<<<blocks(n), 256, 0, stream_>>>(act(lay.inputs[0]), l.act.p, l.saved.p, n,
-                                                 seed_ * 1000003u + step_ * 7919u + v, l.p);
+                                                seed_ * 1000003u + step_ * 7919u + v, l.p);
       break;
     case Kind::kAdd:
       k_mul<<<blocks(n), 256, 0, stream_>>>(act(lay.inputs[0]), nullptr, l.act.p, n, false);
@@ -920,7 +995,8 @@ void GpuStep::fwd(std::size_t v) {
       const auto& out = lay.output.shape;
       std::int64_t outer = 1, inner = 1;
       for (std::int64_t d = 0; d < l.axis; ++d) outer *= out[static_cast<std::size_t>(d)];
-      for (std::size_t d = static_cast<std::size_t>(l.axis) + 1; d < out.size(); ++d) inner *= out[d];
+      for (std::size_t d = static_cast<std::size_t>(l.axis) + 1; d < out.size(); ++d)
+        inner *= out[d];
       const std::int64_t out_slab = out[static_cast<std::size_t>(l.axis)] * inner;
       std::int64_t offset = 0;
       for (std::size_t j = 0; j < lay.inputs.size(); ++j) {
@@ -949,15 +1025,15 @@ void GpuStep::fwd(std::size_t v) {
                                                               static_cast<int>(len));
       // The sample's loss: the mean of its rows' (a product with a ones vector).
       const std::int64_t per = rows / batch_;
-      gemm(false, false, batch_, 1, per, 1.0f / static_cast<float>(per), row_loss, per, 0,
-           ones_.p, 1, 0, 0, l.act.p, 1, 0, 1);
+      gemm(false, false, batch_, 1, per, 1.0f / static_cast<float>(per), row_loss, per, 0, ones_.p,
+           1, 0, 0, l.act.p, 1, 0, 1);
       break;
     }
     case Kind::kBatchNorm:
       check(cudnnBatchNormalizationForwardTraining(
-                cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, l.x, act(lay.inputs[0]), l.x,
-                l.act.p, l.bias, l.params[0].value_p, l.params[1].value_p, 0.1, nullptr, nullptr,
-                1e-5, l.saved.p, l.saved.p + lay.output.shape[0]),
+                cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, l.x, act(lay.inputs[0]), l.x, l.act.p,
+                l.bias, l.params[0].value_p, l.params[1].value_p, 0.1, nullptr, nullptr, 1e-5,
+                l.saved.p, l.saved.p + lay.output.shape[0]),
             "cudnnBatchNormalizationForwardTraining");
       break;
     case Kind::kLayerNorm: {
@@ -970,10 +1046,9 @@ void GpuStep::fwd(std::size_t v) {
     case Kind::kPool: {
       const auto& in = in_shape(v, 0);
       const auto& out = lay.output.shape;
-      k_pool<<<blocks(n), 256, 0, stream_>>>(l.win, act(lay.inputs[0]), l.act.p, l.arg,
-                                              batch_ * in[0], static_cast<int>(in[1]),
-                                              static_cast<int>(in[2]), static_cast<int>(out[1]),
-                                              static_cast<int>(out[2]));
+      k_pool<<<blocks(n), 256, 0, stream_>>>(
+          l.win, act(lay.inputs[0]), l.act.p, l.arg, batch_ * in[0], static_cast<int>(in[1]),
+          static_cast<int>(in[2]), static_cast<int>(out[1]), static_cast<int>(out[2]));
       break;
     }
     case Kind::kLrn:
@@ -1008,9 +1083,9 @@ void GpuStep::bwd(std::size_t v) {
                                            &zero, l.w, l.params[0].grad_p),
             "cudnnConvolutionBackwardFilter");
       if (l.bias) {
-        check(cudnnConvolutionBackwardBias(cudnn_, &one, l.y, dy, &zero, l.bias,
-                                           l.params[1].grad_p),
-              "cudnnConvolutionBackwardBias");
+        check(
+            cudnnConvolutionBackwardBias(cudnn_, &one, l.y, dy, &zero, l.bias, l.params[1].grad_p),
+            "cudnnConvolutionBackwardBias");
       }
       const auto u = lay.inputs[0];
       if (needs_grad(u)) {
@@ -1026,8 +1101,8 @@ void GpuStep::bwd(std::size_t v) {
     case Kind::kLinear: {
       const auto& in = in_shape(v, 0);
       const std::int64_t k = in.back(), o = lay.output.shape.back(), m = n / o;
-      gemm(true, false, o, k, m, 1, dy, o, 0, act(lay.inputs[0]), k, 0, 0, l.params[0].grad_p, k,
-           0, 1);  // dW = dY^T X (a tied weight writes its owner's gradient first)
+      gemm(true, false, o, k, m, 1, dy, o, 0, act(lay.inputs[0]), k, 0, 0, l.params[0].grad_p, k, 0,
+           1);                    // dW = dY^T X (a tied weight writes its owner's gradient first)
       if (l.params.size() > 1) {  // db = dY^T 1
         gemm(true, false, o, 1, m, 1, dy, o, 0, ones_.p, 1, 0, 0, l.params[1].grad_p, 1, 0, 1);
       }
@@ -1073,8 +1148,8 @@ void GpuStep::bwd(std::size_t v) {
       float* dtype = l.params.size() > 2 ? l.params[2].grad_p : nullptr;
       const int pos_rows = l.params.size() > 1 ? static_cast<int>(l.params[1].elements / dim) : 1;
       k_embed_back<<<blocks(n), 256, 0, stream_>>>(ids_, dy, l.params[0].grad_p, dpos, dtype,
-                                                    batch_ * seq, static_cast<int>(seq),
-                                                    static_cast<int>(dim), pos_rows);
+                                                   batch_ * seq, static_cast<int>(seq),
+                                                   static_cast<int>(dim), pos_rows);
       break;
     }
     case Kind::kScores:
@@ -1095,8 +1170,8 @@ void GpuStep::bwd(std::size_t v) {
                  ba, dA + i * S * d, d, dh, l.heads);
           }
           if (dB) {  // dK = dS^T Q
-            gemm(true, false, T, dh, S, sc, dS, T, S * T, act(lay.inputs[0]) + i * S * d, d, dh,
-                 bb, dB + i * T * d, d, dh, l.heads);
+            gemm(true, false, T, dh, S, sc, dS, T, S * T, act(lay.inputs[0]) + i * S * d, d, dh, bb,
+                 dB + i * T * d, d, dh, l.heads);
           }
         } else {
           const std::int64_t S = a[1], T = a[2], d = b[1], dh = d / l.heads;
@@ -1132,7 +1207,8 @@ void GpuStep::bwd(std::size_t v) {
       const auto& out = lay.output.shape;
       std::int64_t outer = 1, inner = 1;
       for (std::int64_t d = 0; d < l.axis; ++d) outer *= out[static_cast<std::size_t>(d)];
-      for (std::size_t d = static_cast<std::size_t>(l.axis) + 1; d < out.size(); ++d) inner *= out[d];
+      for (std::size_t d = static_cast<std::size_t>(l.axis) + 1; d < out.size(); ++d)
+        inner *= out[d];
       const std::int64_t out_slab = out[static_cast<std::size_t>(l.axis)] * inner;
       std::int64_t offset = 0;
       for (std::size_t j = 0; j < lay.inputs.size(); ++j) {
@@ -1156,8 +1232,8 @@ void GpuStep::bwd(std::size_t v) {
       if (l.kind == Kind::kLoss) {
         // dL/dloss = 1 per sample, spread over its rows (the mean).
         k_xent_back<<<static_cast<unsigned>(rows), 256, 0, stream_>>>(
-            l.saved.p, l.arg, dx, static_cast<int>(len),
-            1.0f / static_cast<float>(rows / batch_), add);
+            l.saved.p, l.arg, dx, static_cast<int>(len), 1.0f / static_cast<float>(rows / batch_),
+            add);
       } else {
         k_softmax_back<<<static_cast<unsigned>(rows), 256, 0, stream_>>>(
             l.act.p, dy, dx, static_cast<int>(len), add);
@@ -1203,9 +1279,9 @@ void GpuStep::bwd(std::size_t v) {
         check(cudaMemsetAsync(dx, 0, static_cast<std::size_t>(batch_ * elems(in)) * 4, stream_),
               "cudaMemsetAsync");
       }
-      k_pool_back<<<blocks(n), 256, 0, stream_>>>(l.win, dy, l.arg, dx, batch_ * in[0],
-                                                   static_cast<int>(in[1]), static_cast<int>(in[2]),
-                                                   static_cast<int>(out[1]), static_cast<int>(out[2]));
+      k_pool_back<<<blocks(n), 256, 0, stream_>>>(
+          l.win, dy, l.arg, dx, batch_ * in[0], static_cast<int>(in[1]), static_cast<int>(in[2]),
+          static_cast<int>(out[1]), static_cast<int>(out[2]));
       break;
     }
     case Kind::kLrn: {

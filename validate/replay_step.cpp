@@ -19,8 +19,8 @@ std::vector<std::string> replay_devices() {
 }
 
 std::unique_ptr<TrainingStep> make_training_step(const std::string& device,
-                                                 const model::LayerGraph& graph,
-                                                 std::int64_t batch, std::uint64_t seed) {
+                                                 const model::LayerGraph& graph, std::int64_t batch,
+                                                 std::uint64_t seed) {
   if (device == "cpu") return std::make_unique<CpuTrainingStep>(graph, batch, seed);
 #ifdef DLSIM_HAVE_CUDA_REPLAY
   if (device == "gpu") return make_gpu_training_step(graph, batch, seed);

@@ -66,7 +66,7 @@ std::vector<std::string> replay_devices();
 // A step for `device` ("cpu" or "gpu"); an unknown or unavailable device is an InputError
 // naming --device.
 std::unique_ptr<TrainingStep> make_training_step(const std::string& device,
-                                                 const model::LayerGraph& graph,
-                                                 std::int64_t batch, std::uint64_t seed);
+                                                 const model::LayerGraph& graph, std::int64_t batch,
+                                                 std::uint64_t seed);
 
 }  // namespace dlsim::validate
