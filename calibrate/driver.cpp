@@ -42,35 +42,10 @@ double time_n(const std::function<void()>& run, long n) {
   return seconds_since(start);
 }
 
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
   return buf;
-}
-
-// The "model name" line of /proc/cpuinfo (x86; other architectures may lack it).
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        const auto first = line.find_first_not_of(" \t", colon + 1);
-        return first == std::string::npos ? "unknown" : line.substr(first);
-      }
-    }
-  }
-  return "unknown";
 }
 
 std::string compiler() {
@@ -105,6 +80,31 @@ std::string describe(const Benchmark& b, const BenchPoint& p) {
 }
 
 }  // namespace
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The "model name" line of /proc/cpuinfo (x86; other architectures may lack it).
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        const auto first = line.find_first_not_of(" \t", colon + 1);
+        return first == std::string::npos ? "unknown" : line.substr(first);
+      }
+    }
+  }
+  return "unknown";
+}
 
 std::vector<double> geometric_sizes(double from, double to, double factor, double align) {
   if (!(from > 0)) fail_at({}, "--minbytes", "must be positive");

@@ -98,6 +98,10 @@ std::optional<double> load_average();
 // Where this run happens: tool, command, date, host, CPU, compiler and Eigen, load before, and
 // the notes on the traps handled.
 Provenance host_provenance(const std::string& command_line);
+// The time now in UTC, ISO 8601 ("2026-11-22T17:11:16Z").
+std::string utc_now();
+// The "model name" line of /proc/cpuinfo, or "unknown".
+std::string cpu_model();
 
 // The key --resume compares: op, backend, ranks, bytes and shape.
 std::string resume_key(const std::string& op, const std::string& backend, int ranks, double bytes,

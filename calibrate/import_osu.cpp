@@ -29,6 +29,7 @@
 
 #include "calibrate/import.hpp"
 #include "common/error.hpp"
+#include "common/units.hpp"
 
 namespace dlsim::calibrate {
 namespace {
@@ -117,14 +118,7 @@ std::vector<Column> parse_columns(const std::string& line, const SourceLocation&
   return cols;
 }
 
-std::optional<double> to_number(const std::string& s) {
-  double v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) {
-    return std::nullopt;
-  }
-  return v;
-}
+std::optional<double> to_number(const std::string& s) { return parse_number(s); }
 
 std::string dtype_of(const std::string& mpi_type) {
   static const std::vector<std::pair<std::string, std::string>> types = {

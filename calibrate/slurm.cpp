@@ -1,5 +1,7 @@
 #include "calibrate/slurm.hpp"
 
+#include "calibrate/driver.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -91,15 +93,6 @@ std::string this_program() {
   std::error_code ec;
   const auto p = fs::read_symlink("/proc/self/exe", ec);
   return ec ? std::string("dlcalibrate") : p.string();
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string join_words(const std::vector<std::string>& words, const char* sep) {

@@ -7,11 +7,23 @@
 
 #include <exception>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 
 #include "common/error.hpp"
 
 namespace dlsim {
+
+// `parse(text)` for the value of `flag`; its std::invalid_argument becomes an InputError
+// naming the flag.
+template <class Parse>
+auto parse_flag(const std::string& text, const std::string& flag, Parse parse) {
+  try {
+    return parse(text);
+  } catch (const std::invalid_argument& e) {
+    fail_at({}, flag, e.what());
+  }
+}
 
 // Parses and runs `app` (its callbacks do the work); 0 when they all finished.
 inline int run_cli(CLI::App& app, int argc, char** argv, const std::string& program) {

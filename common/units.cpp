@@ -58,6 +58,15 @@ std::string with_prefix(double v, std::string_view unit, bool binary, int digits
 
 }  // namespace
 
+std::optional<double> parse_number(std::string_view text) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v)) {
+    return std::nullopt;
+  }
+  return v;
+}
+
 Bytes parse_bytes(std::string_view text) {
   return Bytes(parse_with(text, "size",
                           {{"B", 1},

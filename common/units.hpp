@@ -4,6 +4,7 @@
 // for integers below 2^53.
 
 #include <compare>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -74,6 +75,8 @@ constexpr Seconds operator/(Flops f, FlopRate r) { return Seconds(f.value() / r.
 
 // Parse "16GiB", "900GB/s", "25Gbit/s", "2.5us", "15.7TFLOP/s". The unit is required: a bare
 // number is rejected. Throws std::invalid_argument with a message naming the accepted units.
+// A finite number written in full ("12", "1.5e3"), or nothing.
+std::optional<double> parse_number(std::string_view text);
 Bytes parse_bytes(std::string_view text);
 Seconds parse_seconds(std::string_view text);
 Bandwidth parse_bandwidth(std::string_view text);

@@ -22,33 +22,6 @@ constexpr std::array<std::string_view, 10> kColours = {"#1f77b4", "#ff7f0e", "#2
 constexpr int kMinWidth = 240;
 constexpr int kMinHeight = 160;
 
-std::string xml_escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 // Coordinates with two decimals: finer than a pixel matters to nobody, and a fixed format keeps
 // the bytes stable across platforms.
 std::string px(double v) {
@@ -191,6 +164,33 @@ void validate(const PlotSpec& spec) {
 }
 
 }  // namespace
+
+std::string xml_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
 
 std::vector<double> nice_ticks(double lo, double hi, int target_count) {
   if (!std::isfinite(lo) || !std::isfinite(hi)) {

@@ -4,6 +4,7 @@
 // std::invalid_argument instead of producing a misleading picture.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dlsim::simulator {
@@ -56,5 +57,8 @@ std::string render_svg(const PlotSpec& spec);
 // is widened around its value. Throws std::invalid_argument for non-finite bounds, lo > hi or
 // target_count < 1.
 std::vector<double> nice_ticks(double lo, double hi, int target_count);
+
+// `text` with &, <, >, " and ' as XML (and HTML) entities.
+std::string xml_escape(std::string_view text);
 
 }  // namespace dlsim::simulator

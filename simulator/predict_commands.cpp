@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "common/cli.hpp"
 #include "common/error.hpp"
 #include "common/output.hpp"
 #include "simulator/plot.hpp"
@@ -31,15 +32,6 @@ int parse_int(const std::string& text, const std::string& flag) {
   } catch (const std::exception&) {
   }
   fail_at({}, flag, fmt::format("expected an integer, got '{}'", text));
-}
-
-template <class Parse>
-auto parse_flag(const std::string& text, const std::string& flag, Parse parse) {
-  try {
-    return parse(text);
-  } catch (const std::invalid_argument& e) {
-    fail_at({}, flag, e.what());
-  }
 }
 
 PredictOptions resolve(const CommonFlags& f) {

@@ -15,6 +15,7 @@
 #include <regex>
 #include <set>
 
+#include "common/units.hpp"
 #include "model/loader.hpp"
 
 namespace dlsim::validate {
@@ -32,14 +33,7 @@ std::string lower(std::string s) {
   return s;
 }
 
-std::optional<double> to_number(const std::string& s) {
-  double v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) {
-    return std::nullopt;
-  }
-  return v;
-}
+std::optional<double> to_number(const std::string& s) { return parse_number(s); }
 
 // ---------------------------------------------------------------------------------------------
 // Log lines

@@ -34,6 +34,7 @@
 #include <set>
 #include <thread>
 
+#include "calibrate/driver.hpp"
 #include "common/error.hpp"
 #include "common/units.hpp"
 #include "common/version.hpp"
@@ -233,27 +234,6 @@ class Exchange {
   int collectives_ = 0;
 };
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown";
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // What every rank must agree on, as one JSON text.
 nlohmann::json config_of(const ReplayOptions& o, const simulator::ResolvedPolicy& r) {
   return {{"model", o.model},         {"batch_per_rank", o.batch},
@@ -412,9 +392,9 @@ ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std
   m.ranks = comm.size();
   m.library = comm.library();
   m.command = command;
-  m.date = utc_now();
+  m.date = calibrate::utc_now();
   m.dlsim_version = kVersion;
-  m.cpu = cpu_model();
+  m.cpu = calibrate::cpu_model();
   m.gradient_tensors = static_cast<int>(job.gradient_bytes.size());
   m.gradient_bytes = std::accumulate(job.gradient_bytes.begin(), job.gradient_bytes.end(), 0.0);
   m.allocated_bytes = step->bytes();

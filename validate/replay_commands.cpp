@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/cli.hpp"
 #include "common/error.hpp"
 #include "common/output.hpp"
 #include "common/units.hpp"
@@ -17,15 +18,6 @@ struct Flags {
   ReplayOptions o;
   std::string fusion_threshold, cycle_time, bucket_cap, first_bucket, mode, ps_servers;
 };
-
-template <class Parse>
-auto parse_flag(const std::string& text, const std::string& flag, Parse parse) {
-  try {
-    return parse(text);
-  } catch (const std::invalid_argument& e) {
-    fail_at({}, flag, e.what());
-  }
-}
 
 // An output's folder must exist before the run, so that a finished run cannot fail to write.
 void check_output(const std::string& path, const std::string& flag) {

@@ -22,6 +22,7 @@
 // Inputs that need no gradient (the data) get none, as in PyTorch and TensorFlow.
 
 #include "validate/replay_cpu.hpp"
+#include "validate/replay_ops.hpp"
 
 #include <fmt/format.h>
 
@@ -48,60 +49,7 @@ using CMap = Eigen::Map<const RowMajorF>;
 using Strided = Eigen::Map<RowMajorF, 0, Eigen::OuterStride<>>;
 using CStrided = Eigen::Map<const RowMajorF, 0, Eigen::OuterStride<>>;
 
-enum class Kind {
-  kInput,
-  kConv,
-  kLinear,
-  kMatmul,
-  kEmbedding,
-  kScores,
-  kContext,
-  kActivation,
-  kDropout,
-  kAdd,
-  kConcat,
-  kSoftmax,
-  kLoss,
-  kBatchNorm,
-  kLayerNorm,
-  kMaxPool,
-  kAvgPool,
-  kAdaptivePool,
-  kLrn,
-  kView,
-};
-
-const std::map<std::string, Kind>& kinds() {
-  static const std::map<std::string, Kind> k = {
-      {"input", Kind::kInput},
-      {"conv2d", Kind::kConv},
-      {"linear", Kind::kLinear},
-      {"matmul", Kind::kMatmul},
-      {"embedding", Kind::kEmbedding},
-      {"attention_scores", Kind::kScores},
-      {"attention_context", Kind::kContext},
-      {"relu", Kind::kActivation},
-      {"relu6", Kind::kActivation},
-      {"sigmoid", Kind::kActivation},
-      {"tanh", Kind::kActivation},
-      {"gelu", Kind::kActivation},
-      {"silu", Kind::kActivation},
-      {"dropout", Kind::kDropout},
-      {"add", Kind::kAdd},
-      {"concat", Kind::kConcat},
-      {"softmax", Kind::kSoftmax},
-      {"softmax_cross_entropy", Kind::kLoss},
-      {"batchnorm", Kind::kBatchNorm},
-      {"layernorm", Kind::kLayerNorm},
-      {"maxpool", Kind::kMaxPool},
-      {"avgpool", Kind::kAvgPool},
-      {"adaptive_avgpool", Kind::kAdaptivePool},
-      {"global_avgpool", Kind::kAdaptivePool},
-      {"lrn", Kind::kLrn},
-      {"flatten", Kind::kView},
-  };
-  return k;
-}
+using Kind = OpKind;
 
 std::int64_t elems(const model::Shape& s) {
   std::int64_t n = 1;
@@ -250,8 +198,8 @@ void CpuTrainingStep::Impl::build() {
     const auto& l = graph.layer(v);
     auto& s = layers[v];
     s.op = l.op->kind();
-    const auto k = kinds().find(s.op);
-    if (k == kinds().end()) {
+    const auto k = replay_op_kinds().find(s.op);
+    if (k == replay_op_kinds().end()) {
       fail_at(l.where, l.name,
               fmt::format("the replay has no CPU kernel for op '{}' (it runs: {})", s.op,
                           fmt::join(replay_cpu_ops(), ", ")));
@@ -1150,10 +1098,42 @@ void CpuTrainingStep::from_host(int g, const float* src) {
   std::memcpy(b.data, src, static_cast<std::size_t>(b.elements) * sizeof(float));
 }
 
+const std::map<std::string, OpKind>& replay_op_kinds() {
+  static const std::map<std::string, OpKind> k = {
+      {"input", OpKind::kInput},
+      {"conv2d", OpKind::kConv},
+      {"linear", OpKind::kLinear},
+      {"matmul", OpKind::kMatmul},
+      {"embedding", OpKind::kEmbedding},
+      {"attention_scores", OpKind::kScores},
+      {"attention_context", OpKind::kContext},
+      {"relu", OpKind::kActivation},
+      {"relu6", OpKind::kActivation},
+      {"sigmoid", OpKind::kActivation},
+      {"tanh", OpKind::kActivation},
+      {"gelu", OpKind::kActivation},
+      {"silu", OpKind::kActivation},
+      {"dropout", OpKind::kDropout},
+      {"add", OpKind::kAdd},
+      {"concat", OpKind::kConcat},
+      {"softmax", OpKind::kSoftmax},
+      {"softmax_cross_entropy", OpKind::kLoss},
+      {"batchnorm", OpKind::kBatchNorm},
+      {"layernorm", OpKind::kLayerNorm},
+      {"maxpool", OpKind::kMaxPool},
+      {"avgpool", OpKind::kAvgPool},
+      {"adaptive_avgpool", OpKind::kAdaptivePool},
+      {"global_avgpool", OpKind::kAdaptivePool},
+      {"lrn", OpKind::kLrn},
+      {"flatten", OpKind::kView},
+  };
+  return k;
+}
+
 const std::vector<std::string>& replay_cpu_ops() {
   static const std::vector<std::string> ops = [] {
     std::vector<std::string> o;
-    for (const auto& [name, kind] : kinds()) o.push_back(name);
+    for (const auto& [name, kind] : replay_op_kinds()) o.push_back(name);
     return o;
   }();
   return ops;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/graph.hpp"
+#include "validate/replay_ops.hpp"
 #include "validate/replay_step.hpp"
 
 namespace dlsim::validate {
@@ -51,8 +52,5 @@ class CpuTrainingStep final : public TrainingStep {
  private:
   std::unique_ptr<Impl> impl_;
 };
-
-// The op kinds the CPU replay runs.
-const std::vector<std::string>& replay_cpu_ops();
 
 }  // namespace dlsim::validate

@@ -19,6 +19,7 @@
 // (validate/replay_cpu.cpp); the values are synthetic.
 
 #include "validate/replay_gpu.hpp"
+#include "validate/replay_ops.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -400,26 +401,7 @@ struct DeviceArray {
   }
 };
 
-enum class Kind {
-  kInput,
-  kConv,
-  kLinear,
-  kMatmul,
-  kEmbedding,
-  kScores,
-  kContext,
-  kActivation,
-  kDropout,
-  kAdd,
-  kConcat,
-  kSoftmax,
-  kLoss,
-  kBatchNorm,
-  kLayerNorm,
-  kPool,
-  kLrn,
-  kView
-};
+using Kind = OpKind;
 
 struct Param {
   DeviceArray value, grad, momentum;
@@ -716,32 +698,7 @@ void GpuStep::setup_conv(std::size_t v, Layer& l) {
 }
 
 void GpuStep::build() {
-  static const std::map<std::string, Kind> kinds = {{"input", Kind::kInput},
-                                                    {"conv2d", Kind::kConv},
-                                                    {"linear", Kind::kLinear},
-                                                    {"matmul", Kind::kMatmul},
-                                                    {"embedding", Kind::kEmbedding},
-                                                    {"attention_scores", Kind::kScores},
-                                                    {"attention_context", Kind::kContext},
-                                                    {"relu", Kind::kActivation},
-                                                    {"relu6", Kind::kActivation},
-                                                    {"sigmoid", Kind::kActivation},
-                                                    {"tanh", Kind::kActivation},
-                                                    {"silu", Kind::kActivation},
-                                                    {"gelu", Kind::kActivation},
-                                                    {"dropout", Kind::kDropout},
-                                                    {"add", Kind::kAdd},
-                                                    {"concat", Kind::kConcat},
-                                                    {"softmax", Kind::kSoftmax},
-                                                    {"softmax_cross_entropy", Kind::kLoss},
-                                                    {"batchnorm", Kind::kBatchNorm},
-                                                    {"layernorm", Kind::kLayerNorm},
-                                                    {"maxpool", Kind::kPool},
-                                                    {"avgpool", Kind::kPool},
-                                                    {"adaptive_avgpool", Kind::kPool},
-                                                    {"global_avgpool", Kind::kPool},
-                                                    {"lrn", Kind::kLrn},
-                                                    {"flatten", Kind::kView}};
+  const auto& kinds = replay_op_kinds();
   static const std::map<std::string, int> fns = {{"relu", 0}, {"relu6", 1}, {"sigmoid", 2},
                                                  {"tanh", 3}, {"silu", 4},  {"gelu", 5}};
   const auto stats = model::analyze(g_, batch_, Precision::kFp32);
@@ -811,7 +768,9 @@ void GpuStep::build() {
       case Kind::kConv:
         setup_conv(v, l);
         break;
-      case Kind::kPool: {
+      case Kind::kMaxPool:
+      case Kind::kAvgPool:
+      case Kind::kAdaptivePool: {
         const bool adaptive = l.op == "adaptive_avgpool" || l.op == "global_avgpool";
         l.win.adaptive = adaptive;
         l.win.max = l.op == "maxpool";
@@ -1043,7 +1002,9 @@ void GpuStep::fwd(std::size_t v) {
           l.params.size() < 2 ? nullptr : l.params[1].value_p, l.saved.p, static_cast<int>(len));
       break;
     }
-    case Kind::kPool: {
+    case Kind::kMaxPool:
+    case Kind::kAvgPool:
+    case Kind::kAdaptivePool: {
       const auto& in = in_shape(v, 0);
       const auto& out = lay.output.shape;
       k_pool<<<blocks(n), 256, 0, stream_>>>(
@@ -1269,7 +1230,9 @@ void GpuStep::bwd(std::size_t v) {
           static_cast<int>(len), add);
       break;
     }
-    case Kind::kPool: {
+    case Kind::kMaxPool:
+    case Kind::kAvgPool:
+    case Kind::kAdaptivePool: {
       const auto u = lay.inputs[0];
       if (!needs_grad(u)) break;
       const auto& in = in_shape(v, 0);

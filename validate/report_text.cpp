@@ -1,5 +1,7 @@
 #include "validate/report_text.hpp"
 
+#include "simulator/plot.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -27,28 +29,7 @@ std::string error_text(const Comparison& c) {
   return std::abs(c.error) < 5e-4 ? "anchor" : fmt::format("anchor ({:+.1f} %)", c.error * 100);
 }
 
-std::string html_escape(std::string_view text) {
-  std::string out;
-  for (char ch : text) {
-    switch (ch) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += ch;
-    }
-  }
-  return out;
-}
+std::string html_escape(std::string_view text) { return simulator::xml_escape(text); }
 
 // Backquotes become <code> in the page, as in the Markdown.
 std::string html_text(std::string_view text) {
