@@ -99,6 +99,11 @@ set +e
 rc=$?
 set -e
 sed -n '/^| case/,/^$/p' "$OUT/report.md"
+{
+  echo "Live replay on two emulated nodes at 1 Gbit/s against the profile calibrated in the same"
+  echo "run (tests/live_validation.sh; gate: median <= $GATE %): exit $rc"
+  sed -n '/^| case/,/^$/p' "$OUT/report.md"
+} >"$BUILD/validation-summary-live.txt"
 if [[ $rc -ne 0 ]]; then
   # The two "nodes" share this machine's cores with whatever else runs: other work running now
   # (more than this script's one runnable task in /proc/loadavg's run queue, sampled over 2 s)
@@ -112,7 +117,8 @@ if [[ $rc -ne 0 ]]; then
   done
   busy=$(printf '%s\n' "${samples[@]}" | sort -n | sed -n 5p)
   if [[ $busy -gt 1 ]]; then
-    say "skipped: $busy tasks runnable besides this test; the gate needs a quiet machine"
+    say "skipped: $busy tasks runnable besides this test; the gate needs a quiet machine" |
+      tee -a "$BUILD/validation-summary-live.txt"
     exit 77
   fi
 fi
