@@ -20,8 +20,8 @@ using simulator::PredictOptions;
 // The flags predict, scale and compare share, as given (empty: not given).
 struct CommonFlags {
   PredictOptions base;
-  std::string gpus_per_node, fusion_threshold, cycle_time, bucket_cap, first_bucket, mode,
-      ps_servers, ps_placement, ps_device, anchor, format = "table", output;
+  simulator::FrameworkFlags fw;
+  std::string gpus_per_node, anchor, format = "table", output;
 };
 
 int parse_int(const std::string& text, const std::string& flag) {
@@ -37,34 +37,7 @@ int parse_int(const std::string& text, const std::string& flag) {
 PredictOptions resolve(const CommonFlags& f) {
   PredictOptions o = f.base;
   if (!f.gpus_per_node.empty()) o.gpus_per_node = parse_int(f.gpus_per_node, "--gpus-per-node");
-  auto& fw = o.framework_options;
-  if (!f.fusion_threshold.empty()) {
-    fw.fusion_threshold = parse_flag(f.fusion_threshold, "--fusion-threshold", parse_bytes);
-  }
-  if (!f.cycle_time.empty())
-    fw.cycle_time = parse_flag(f.cycle_time, "--cycle-time", parse_seconds);
-  if (!f.bucket_cap.empty()) fw.bucket_cap = parse_flag(f.bucket_cap, "--bucket-cap", parse_bytes);
-  if (!f.first_bucket.empty()) {
-    fw.first_bucket = parse_flag(f.first_bucket, "--first-bucket", parse_bytes);
-  }
-  if (!f.mode.empty()) fw.mode = f.mode;
-  if (!f.ps_servers.empty()) {
-    fw.ps_servers = parse_int(f.ps_servers, "--ps-servers");
-    if (*fw.ps_servers < 1) fail_at({}, "--ps-servers", "must be at least 1");
-  }
-  if (!f.ps_placement.empty()) {
-    if (f.ps_placement != "colocated" && f.ps_placement != "dedicated") {
-      fail_at({}, "--ps-placement",
-              fmt::format("unknown placement '{}' (colocated, dedicated)", f.ps_placement));
-    }
-    fw.ps_colocated = f.ps_placement == "colocated";
-  }
-  if (!f.ps_device.empty()) {
-    if (f.ps_device != "cpu" && f.ps_device != "gpu") {
-      fail_at({}, "--ps-device", fmt::format("unknown device '{}' (cpu, gpu)", f.ps_device));
-    }
-    fw.ps_on_gpu = f.ps_device == "gpu";
-  }
+  o.framework_options = simulator::parse_framework_flags(f.fw);
   if (!f.anchor.empty()) {
     o.anchor_throughput = parse_flag(f.anchor, "--anchor-throughput", [](const std::string& s) {
       std::size_t used = 0;
@@ -95,16 +68,16 @@ void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strat
   if (single_strategy) {
     c->add_option("--strategy", f.base.strategy, "ring, tree, hd, hierarchical or ps");
   }
-  c->add_option("--fusion-threshold", f.fusion_threshold, "Horovod fusion buffer (e.g. 64MiB)");
-  c->add_option("--cycle-time", f.cycle_time, "Horovod cycle time (e.g. 5ms)");
-  c->add_option("--bucket-cap", f.bucket_cap, "DDP bucket size (e.g. 25MiB)");
-  c->add_option("--first-bucket", f.first_bucket, "DDP first bucket size (e.g. 1MiB)");
-  c->add_option("--mode", f.mode,
+  c->add_option("--fusion-threshold", f.fw.fusion_threshold, "Horovod fusion buffer (e.g. 64MiB)");
+  c->add_option("--cycle-time", f.fw.cycle_time, "Horovod cycle time (e.g. 5ms)");
+  c->add_option("--bucket-cap", f.fw.bucket_cap, "DDP bucket size (e.g. 25MiB)");
+  c->add_option("--first-bucket", f.fw.first_bucket, "DDP first bucket size (e.g. 1MiB)");
+  c->add_option("--mode", f.fw.mode,
                 "tf-ps: parameter_server | distributed_replicated; mxnet-kvstore: device | "
                 "dist_sync");
-  c->add_option("--ps-servers", f.ps_servers, "Parameter servers");
-  c->add_option("--ps-placement", f.ps_placement, "colocated (on worker nodes) or dedicated");
-  c->add_option("--ps-device", f.ps_device, "Servers sum on the cpu or a gpu");
+  c->add_option("--ps-servers", f.fw.ps_servers, "Parameter servers");
+  c->add_option("--ps-placement", f.fw.ps_placement, "colocated (on worker nodes) or dedicated");
+  c->add_option("--ps-device", f.fw.ps_device, "Servers sum on the cpu or a gpu");
   c->add_option("--precision", f.base.precision, "fp32, fp16 or amp")->capture_default_str();
   c->add_option("--optimizer", f.base.optimizer, "sgd, momentum or adam")->capture_default_str();
   c->add_option("--iterations", f.base.iterations, "Steps simulated (DES)")->capture_default_str();

@@ -307,7 +307,7 @@ ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std
           {}, "--strategy",
           fmt::format("the replay runs the ring and ps strategies, not '{}'", resolved.strategy));
     }
-    if (resolved.strategy == "ps" && !resolved.ps.colocated && o.framework_options.ps_colocated) {
+    if (resolved.strategy == "ps" && !resolved.ps.colocated) {
       fail_at({}, "--ps-placement", "the replay runs servers colocated with the workers only");
     }
   } catch (const InputError& e) {

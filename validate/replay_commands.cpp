@@ -16,7 +16,7 @@ namespace {
 
 struct Flags {
   ReplayOptions o;
-  std::string fusion_threshold, cycle_time, bucket_cap, first_bucket, mode, ps_servers;
+  simulator::FrameworkFlags fw;
 };
 
 // An output's folder must exist before the run, so that a finished run cannot fail to write.
@@ -30,26 +30,7 @@ void check_output(const std::string& path, const std::string& flag) {
 
 ReplayOptions resolve(const Flags& f) {
   ReplayOptions o = f.o;
-  auto& fw = o.framework_options;
-  if (!f.fusion_threshold.empty()) {
-    fw.fusion_threshold = parse_flag(f.fusion_threshold, "--fusion-threshold", parse_bytes);
-  }
-  if (!f.cycle_time.empty())
-    fw.cycle_time = parse_flag(f.cycle_time, "--cycle-time", parse_seconds);
-  if (!f.bucket_cap.empty()) fw.bucket_cap = parse_flag(f.bucket_cap, "--bucket-cap", parse_bytes);
-  if (!f.first_bucket.empty()) {
-    fw.first_bucket = parse_flag(f.first_bucket, "--first-bucket", parse_bytes);
-  }
-  if (!f.mode.empty()) fw.mode = f.mode;
-  if (!f.ps_servers.empty()) {
-    fw.ps_servers = parse_flag(f.ps_servers, "--ps-servers", [](const std::string& s) {
-      std::size_t used = 0;
-      const int v = std::stoi(s, &used);
-      if (used != s.size() || v < 1)
-        throw std::invalid_argument("expected a count of at least 1, got '" + s + "'");
-      return v;
-    });
-  }
+  o.framework_options = simulator::parse_framework_flags(f.fw);
   check_output(o.json, "--json");
   check_output(o.csv, "--csv");
   if (o.json.empty() && o.csv.empty()) {
@@ -77,12 +58,12 @@ void add_replay_command(CLI::App& app, const std::string& command) {
   c->add_option("--steps", f->o.steps, "Timed steps (default 5)");
   c->add_option("--warmup", f->o.warmup, "Untimed steps first (default 2)");
   c->add_option("--seed", f->o.seed, "Seed of the synthetic data (default 1)");
-  c->add_option("--fusion-threshold", f->fusion_threshold, "Horovod fusion buffer (e.g. 64MiB)");
-  c->add_option("--cycle-time", f->cycle_time, "Horovod cycle time (e.g. 5ms)");
-  c->add_option("--bucket-cap", f->bucket_cap, "DDP bucket size (e.g. 25MiB)");
-  c->add_option("--first-bucket", f->first_bucket, "DDP first bucket size (e.g. 1MiB)");
-  c->add_option("--mode", f->mode, "tf-ps / mxnet-kvstore mode");
-  c->add_option("--ps-servers", f->ps_servers, "Parameter servers (colocated with the ranks)");
+  c->add_option("--fusion-threshold", f->fw.fusion_threshold, "Horovod fusion buffer (e.g. 64MiB)");
+  c->add_option("--cycle-time", f->fw.cycle_time, "Horovod cycle time (e.g. 5ms)");
+  c->add_option("--bucket-cap", f->fw.bucket_cap, "DDP bucket size (e.g. 25MiB)");
+  c->add_option("--first-bucket", f->fw.first_bucket, "DDP first bucket size (e.g. 1MiB)");
+  c->add_option("--mode", f->fw.mode, "tf-ps / mxnet-kvstore mode");
+  c->add_option("--ps-servers", f->fw.ps_servers, "Parameter servers (colocated with the ranks)");
   c->add_option("--source-id", f->o.source_id, "source_id of the CSV row (default replay)");
   c->add_option("--inter-node", f->o.inter_node,
                 "Label of the network between nodes for the CSV row (e.g. 'tcp 1 Gbit/s')");
