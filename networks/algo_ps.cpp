@@ -54,27 +54,8 @@ class ParameterServer : public CollectiveAlgorithm {
       }
       out.push_back(sv);
     }
-    // Shards.
-    std::vector<double> tensors = ps.tensors;
-    if (tensors.empty()) tensors.push_back(req.size.value());
-    const double total = std::accumulate(tensors.begin(), tensors.end(), 0.0);
-    if (ps.sharding == "split") {
-      for (auto& sv : out) sv.bytes = total / ps.servers;
-    } else if (ps.sharding == "round_robin") {
-      for (std::size_t i = 0; i < tensors.size(); ++i) {
-        out[(i + static_cast<std::size_t>(ps.server_offset)) % out.size()].bytes += tensors[i];
-      }
-    } else if (ps.sharding == "greedy") {
-      std::sort(tensors.begin(), tensors.end(), std::greater<>());
-      for (double t : tensors) {
-        std::min_element(out.begin(), out.end(), [](const auto& a, const auto& b) {
-          return a.bytes < b.bytes;
-        })->bytes += t;
-      }
-    } else {
-      fail_at({}, "--ps-sharding",
-              fmt::format("unknown sharding '{}' (split, round_robin, greedy)", ps.sharding));
-    }
+    const auto shards = ps_shard_bytes(ps, req.size.value());
+    for (std::size_t s = 0; s < out.size(); ++s) out[s].bytes = shards[s];
     return out;
   }
 
@@ -124,3 +105,28 @@ void register_parameter_server(AlgorithmRegistry& r) {
 }
 
 }  // namespace dlsim::networks::detail
+
+namespace dlsim::networks {
+
+std::vector<double> ps_shard_bytes(const PsOptions& ps, double bytes) {
+  std::vector<double> out(static_cast<std::size_t>(std::max(ps.servers, 1)), 0.0);
+  std::vector<double> tensors = ps.tensors;
+  if (tensors.empty()) tensors.push_back(bytes);
+  const double total = std::accumulate(tensors.begin(), tensors.end(), 0.0);
+  if (ps.sharding == "split") {
+    for (auto& b : out) b = total / static_cast<double>(out.size());
+  } else if (ps.sharding == "round_robin") {
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      out[(i + static_cast<std::size_t>(ps.server_offset)) % out.size()] += tensors[i];
+    }
+  } else if (ps.sharding == "greedy") {
+    std::sort(tensors.begin(), tensors.end(), std::greater<>());
+    for (double t : tensors) *std::min_element(out.begin(), out.end()) += t;
+  } else {
+    fail_at({}, "--ps-sharding",
+            fmt::format("unknown sharding '{}' (split, round_robin, greedy)", ps.sharding));
+  }
+  return out;
+}
+
+}  // namespace dlsim::networks

@@ -36,6 +36,10 @@ struct PsOptions {
   int server_offset = 0;           // round_robin: tensor i goes to server (offset + i) mod S
 };
 
+// Bytes each of the `ps.servers` servers holds of an exchange of `bytes` (or of `ps.tensors`),
+// by `ps.sharding` (docs/networks.md, "Parameter server"); an unknown sharding is an InputError.
+std::vector<double> ps_shard_bytes(const PsOptions& ps, double bytes);
+
 struct CollectiveRequest {
   CollectiveOp op = CollectiveOp::kAllReduce;
   // nccl-tests' size: the buffer each rank holds (allreduce, broadcast, reduce), the whole

@@ -51,35 +51,21 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// The per-server sizes of a group, as networks/algo_ps.cpp computes them, laid out as
-// contiguous ranges of the group's buffer.
+// The per-server sizes of a group (networks::ps_shard_bytes, as the prediction sizes them),
+// laid out as contiguous ranges of the group's buffer; server s is rank s mod N.
 std::vector<Shard> shards_of(const simulator::CommGroup& g, std::int64_t elements, int ranks) {
-  const auto& ps = g.ps;
-  const int servers = std::max(ps.servers, 1);
-  std::vector<double> bytes(static_cast<std::size_t>(servers), 0.0);
-  std::vector<double> tensors = ps.tensors;
-  if (tensors.empty()) tensors.push_back(g.bytes);
-  const double total = std::accumulate(tensors.begin(), tensors.end(), 0.0);
-  if (ps.sharding == "round_robin") {
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      bytes[(i + static_cast<std::size_t>(ps.server_offset)) % bytes.size()] += tensors[i];
-    }
-  } else if (ps.sharding == "greedy") {
-    std::sort(tensors.begin(), tensors.end(), std::greater<>());
-    for (double t : tensors) *std::min_element(bytes.begin(), bytes.end()) += t;
-  } else {
-    for (auto& b : bytes) b = total / servers;
-  }
+  const auto bytes = networks::ps_shard_bytes(g.ps, g.bytes);
+  const double total = std::accumulate(bytes.begin(), bytes.end(), 0.0);
   std::vector<Shard> out;
   std::int64_t at = 0;
   double cum = 0;
-  for (int s = 0; s < servers; ++s) {
-    cum += bytes[static_cast<std::size_t>(s)];
-    const auto end = s + 1 == servers
+  for (std::size_t s = 0; s < bytes.size(); ++s) {
+    cum += bytes[s];
+    const auto end = s + 1 == bytes.size()
                          ? elements
                          : std::min<std::int64_t>(
                                elements, std::llround(cum / total * static_cast<double>(elements)));
-    out.push_back({s % ranks, at, end - at});
+    out.push_back({static_cast<int>(s) % ranks, at, end - at});
     at = end;
   }
   return out;

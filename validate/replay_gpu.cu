@@ -75,6 +75,11 @@ __device__ inline float hash_uniform(std::uint64_t seed, std::int64_t i) {
   return static_cast<float>(z >> 40) / 16777216.0f;  // splitmix64 (Vigna)
 }
 
+__global__ void k_set(float* p, std::int64_t n, float v) {
+  const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) p[i] = v;
+}
+
 __global__ void k_fill(float* p, std::int64_t n, std::uint64_t seed, float scale) {
   const std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (i < n) p[i] = (hash_uniform(seed, i) - 0.5f) * 2 * scale;
@@ -612,6 +617,17 @@ class GpuStep final : public TrainingStep {
           "cudnnSetTensor4dDescriptor");
     return d;
   }
+  // The first (fastest) algorithm cudnnFind* ran successfully; its workspace is reserved.
+  template <class Perf>
+  auto fastest(const Perf* perf, int found, const char* what, const std::string& layer) {
+    for (int i = 0; i < found; ++i) {
+      if (perf[i].status == CUDNN_STATUS_SUCCESS) {
+        workspace(perf[i].memory);
+        return perf[i].algo;
+      }
+    }
+    throw std::runtime_error(fmt::format("no cuDNN {} algorithm for {}", what, layer));
+  }
   void workspace(std::size_t bytes) {
     if (bytes > ws_.n * sizeof(float)) ws_ = DeviceArray(static_cast<std::int64_t>(bytes / 4 + 1));
   }
@@ -674,27 +690,15 @@ void GpuStep::setup_conv(std::size_t v, Layer& l) {
   cudnnConvolutionFwdAlgoPerf_t f[8];
   check(cudnnFindConvolutionForwardAlgorithm(cudnn_, l.x, l.w, l.conv, l.y, 8, &found, f),
         "cudnnFindConvolutionForwardAlgorithm");
-  int i = 0;
-  while (i < found && (f[i].status != CUDNN_STATUS_SUCCESS)) ++i;
-  if (i == found) throw std::runtime_error("no cuDNN forward algorithm for " + lay.name);
-  l.fwd = f[i].algo;
-  workspace(f[i].memory);
+  l.fwd = fastest(f, found, "forward", lay.name);
   cudnnConvolutionBwdDataAlgoPerf_t bd[8];
   check(cudnnFindConvolutionBackwardDataAlgorithm(cudnn_, l.w, l.y, l.conv, l.x, 8, &found, bd),
         "cudnnFindConvolutionBackwardDataAlgorithm");
-  i = 0;
-  while (i < found && bd[i].status != CUDNN_STATUS_SUCCESS) ++i;
-  if (i == found) throw std::runtime_error("no cuDNN backward-data algorithm for " + lay.name);
-  l.bwd_data = bd[i].algo;
-  workspace(bd[i].memory);
+  l.bwd_data = fastest(bd, found, "backward-data", lay.name);
   cudnnConvolutionBwdFilterAlgoPerf_t bf[8];
   check(cudnnFindConvolutionBackwardFilterAlgorithm(cudnn_, l.x, l.y, l.conv, l.w, 8, &found, bf),
         "cudnnFindConvolutionBackwardFilterAlgorithm");
-  i = 0;
-  while (i < found && bf[i].status != CUDNN_STATUS_SUCCESS) ++i;
-  if (i == found) throw std::runtime_error("no cuDNN backward-filter algorithm for " + lay.name);
-  l.bwd_filter = bf[i].algo;
-  workspace(bf[i].memory);
+  l.bwd_filter = fastest(bf, found, "backward-filter", lay.name);
 }
 
 void GpuStep::build() {
@@ -1028,10 +1032,7 @@ void GpuStep::bwd(std::size_t v) {
   const std::int64_t n = batch_ * l.out;
   const float one = 1, zero = 0;
   if (l.kind == Kind::kLoss) {
-    std::vector<float> ones(static_cast<std::size_t>(n), 1.0f);
-    check(cudaMemcpyAsync(l.grad.p, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice, stream_),
-          "cudaMemcpyAsync");
-    check(cudaStreamSynchronize(stream_), "loss gradient");  // `ones` leaves scope
+    k_set<<<blocks(n), 256, 0, stream_>>>(l.grad.p, n, 1.0f);  // dL/dloss = 1 per sample
     l.grad_written = true;
   }
   if (!l.grad_written) return;
