@@ -5,10 +5,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include <fmt/format.h>
+
+#include <charconv>
 #include <exception>
 #include <iostream>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "common/error.hpp"
 
@@ -23,6 +28,35 @@ auto parse_flag(const std::string& text, const std::string& flag, Parse parse) {
   } catch (const std::invalid_argument& e) {
     fail_at({}, flag, e.what());
   }
+}
+
+// Bounds of the counts the programs take: ranks of a job (one per GPU) and GPUs of one node.
+inline constexpr int kMaxRanks = 1 << 20;
+inline constexpr int kMaxGpusPerNode = 1024;
+
+// An integer flag value written in full, in [min, max]; otherwise an InputError naming the flag.
+inline long long parse_int_flag(const std::string& text, const std::string& flag, long long min,
+                                long long max) {
+  long long v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
+    fail_at({}, flag, fmt::format("expected an integer, got '{}'", text));
+  }
+  if (v < min || v > max) fail_at({}, flag, fmt::format("must be in {}..{}, got {}", min, max, v));
+  return v;
+}
+
+// "--set NAME=VALUE" flags into name -> value (a later one wins).
+inline std::map<std::string, std::string> parse_model_sets(const std::vector<std::string>& sets) {
+  std::map<std::string, std::string> out;
+  for (const auto& s : sets) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      fail_at({}, "--set", fmt::format("expected NAME=VALUE, got '{}'", s));
+    }
+    out[s.substr(0, eq)] = s.substr(eq + 1);
+  }
+  return out;
 }
 
 // Parses and runs `app` (its callbacks do the work); 0 when they all finished.

@@ -1,42 +1,138 @@
 #include "common/output.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "common/error.hpp"
 
 namespace dlsim {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void fail_errno(const std::string& path, const std::string& what, int err) {
+  fail_at({path}, "", what + ": " + std::strerror(err));
+}
+
+// Writes all of `content` to `fd`, retrying short writes and EINTR; the errno of a failure.
+int write_all(int fd, const std::string& content) {
+  const char* p = content.data();
+  std::size_t left = content.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EIO;
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
+// The path a chain of symbolic links ends at (the last one may point to nothing yet).
+fs::path follow_links(const std::string& path) {
+  fs::path p(path);
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
+    std::error_code ec;
+    const fs::path target = fs::read_symlink(p, ec);
+    if (ec) fail_at({path}, "", "cannot read the symbolic link: " + ec.message());
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  fail_at({path}, "", "too many levels of symbolic links");
+}
+
+mode_t current_umask() {
+  const mode_t m = ::umask(0);
+  ::umask(m);
+  return m;
+}
+
+void write_through(const std::string& shown, const fs::path& target, const std::string& content) {
+  const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) fail_errno(shown, "cannot open for writing", errno);
+  const int err = write_all(fd, content);
+  const int close_err = ::close(fd) != 0 ? errno : 0;
+  if (err != 0) fail_errno(shown, "writing failed", err);
+  if (close_err != 0 && close_err != EINTR) fail_errno(shown, "writing failed", close_err);
+}
+
+// Temporary file beside the target, synced, given `mode`, renamed over the target; the folder
+// is synced too so the rename survives a crash.
+void write_atomically(const std::string& shown, const fs::path& target, const std::string& content,
+                      const struct stat* existing) {
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::string tmp = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) fail_errno(shown, "cannot create a file in " + dir.string(), errno);
+  auto give_up = [&](const std::string& what, int err) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    fail_errno(shown, what, err);
+  };
+  if (int err = write_all(fd, content)) give_up("writing failed", err);
+  if (::fsync(fd) != 0) give_up("writing failed", errno);
+  // mkostemp makes the file 0600; take the replaced file's mode and owner, or what a plain
+  // creation under the umask would give.
+  const mode_t mode = existing ? (existing->st_mode & 07777) : (0666 & ~current_umask());
+  if (::fchmod(fd, mode) != 0) give_up("cannot set the file's permissions", errno);
+  if (existing && (existing->st_uid != ::geteuid() || existing->st_gid != ::getegid())) {
+    // Only root may give a file away; for others the new file is theirs, as with any rewrite.
+    [[maybe_unused]] const int ignored = ::fchown(fd, existing->st_uid, existing->st_gid);
+  }
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    fail_errno(shown, "writing failed", err);
+  }
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    fail_errno(shown, "cannot move the output into place", err);
+  }
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);  // best effort: some file systems refuse fsync on a folder
+    ::close(dfd);
+  }
+}
+
+}  // namespace
 
 void write_output(const std::string& path, const std::string& content) {
   if (path.empty() || path == "-") {
     std::cout << content << std::flush;
+    if (!std::cout) fail_at({"standard output"}, "", "writing failed");
     return;
   }
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  std::string tmp_name = target.filename().string();
-  tmp_name.insert(0, 1, '.');
-  tmp_name.append(".tmp").append(std::to_string(::getpid()));
-  const fs::path tmp = target.parent_path() / tmp_name;
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail_at({path}, "", "cannot write the output file");
-    out << content;
-    out.flush();
-    if (!out) {
-      out.close();
-      std::remove(tmp.c_str());
-      fail_at({path}, "", "writing the output file failed");
-    }
+  const fs::path target = follow_links(path);
+  struct stat st {};
+  if (::stat(target.c_str(), &st) != 0) {
+    if (errno != ENOENT) fail_errno(path, "cannot write there", errno);
+    write_atomically(path, target, content, nullptr);
+    return;
   }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    fail_at({path}, "", "cannot move the output into place: " + ec.message());
+  if (S_ISREG(st.st_mode)) {
+    write_atomically(path, target, content, &st);
+  } else if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+    write_through(path, target, content);
+  } else if (S_ISDIR(st.st_mode)) {
+    fail_at({path}, "", "is a directory; name a file");
+  } else if (S_ISBLK(st.st_mode)) {
+    fail_at({path}, "", "is a block device; dlsim does not write to disks directly");
+  } else {
+    fail_at({path}, "", "is neither a file, a character device nor a pipe");
   }
 }
 

@@ -15,15 +15,20 @@ struct UnitFactor {
   double factor;  // to the base unit
 };
 
-// Longest suffix first is not needed: suffixes are matched exactly after the number.
+// The number and its unit, in the base unit. A quantity is never negative, NaN or infinite, and
+// never above `max` (in the base unit): a value past it would overflow what dlsim computes with it
+// (picosecond integer time, 64-bit byte counts).
 double parse_with(std::string_view text, std::string_view what,
-                  std::initializer_list<UnitFactor> units) {
+                  std::initializer_list<UnitFactor> units, double max) {
   const auto first = text.find_first_not_of(" \t");
   text.remove_prefix(first == std::string_view::npos ? text.size() : first);
   double number = 0.0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
   std::string accepted;
   for (const auto& u : units) accepted += (accepted.empty() ? "" : ", ") + std::string(u.suffix);
+  if (ec == std::errc::result_out_of_range) {
+    throw std::invalid_argument(fmt::format("'{}' is out of range for a {}", text, what));
+  }
   if (ec != std::errc() || !std::isfinite(number)) {
     throw std::invalid_argument(
         fmt::format("'{}' is not a {} (expected a number with a unit: {})", text, what, accepted));
@@ -36,7 +41,16 @@ double parse_with(std::string_view text, std::string_view what,
         fmt::format("'{}' has no unit; a {} needs one of: {}", text, what, accepted));
   }
   for (const auto& u : units) {
-    if (u.suffix == suffix) return number * u.factor;
+    if (u.suffix != suffix) continue;
+    if (number < 0) {
+      throw std::invalid_argument(fmt::format("'{}' is negative; a {} cannot be", text, what));
+    }
+    const double value = number * u.factor;
+    if (!std::isfinite(value) || value > max) {
+      throw std::invalid_argument(fmt::format("'{}' is out of range for a {} (at most {:g} {})",
+                                              text, what, max, units.begin()->suffix));
+    }
+    return value == 0 ? 0.0 : value;  // no negative zero
   }
   throw std::invalid_argument(fmt::format("unknown unit '{}' in '{}' for a {}; expected one of: {}",
                                           suffix, text, what, accepted));
@@ -77,12 +91,14 @@ Bytes parse_bytes(std::string_view text) {
                            {"KiB", kKi},
                            {"MiB", kKi * kKi},
                            {"GiB", kKi * kKi * kKi},
-                           {"TiB", kKi * kKi * kKi * kKi}}));
+                           {"TiB", kKi * kKi * kKi * kKi}},
+                          kMaxBytes.value()));
 }
 
 Seconds parse_seconds(std::string_view text) {
   return Seconds(parse_with(text, "duration",
-                            {{"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}, {"ps", 1e-12}}));
+                            {{"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}, {"ps", 1e-12}},
+                            kMaxSeconds.value()));
 }
 
 Bandwidth parse_bandwidth(std::string_view text) {
@@ -104,7 +120,8 @@ Bandwidth parse_bandwidth(std::string_view text) {
                                {"Kb/s", 125.0},
                                {"Mb/s", 1.25e5},
                                {"Gb/s", 1.25e8},
-                               {"Tb/s", 1.25e11}}));
+                               {"Tb/s", 1.25e11}},
+                              kMaxBandwidth.value()));
 }
 
 Flops parse_flops(std::string_view text) {
@@ -114,7 +131,8 @@ Flops parse_flops(std::string_view text) {
                            {"MFLOP", 1e6},
                            {"GFLOP", 1e9},
                            {"TFLOP", 1e12},
-                           {"PFLOP", 1e15}}));
+                           {"PFLOP", 1e15}},
+                          kMaxFlops.value()));
 }
 
 std::string format_bandwidth(Bandwidth b) { return with_prefix(b.value(), "B/s", false, 4); }
@@ -127,7 +145,8 @@ FlopRate parse_flop_rate(std::string_view text) {
                               {"MFLOP/s", 1e6},
                               {"GFLOP/s", 1e9},
                               {"TFLOP/s", 1e12},
-                              {"PFLOP/s", 1e15}}));
+                              {"PFLOP/s", 1e15}},
+                             kMaxFlopRate.value()));
 }
 
 std::string format_bytes(Bytes b) { return with_prefix(b.value(), "B", true); }

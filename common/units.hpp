@@ -73,8 +73,21 @@ using FlopRate = Quantity<FlopRateTag>;    // floating-point operations per seco
 constexpr Seconds operator/(Bytes b, Bandwidth bw) { return Seconds(b.value() / bw.value()); }
 constexpr Seconds operator/(Flops f, FlopRate r) { return Seconds(f.value() / r.value()); }
 
+// The largest value each parser accepts. Above them dlsim's own arithmetic would overflow: byte
+// counts become 64-bit integers (2^60 B = 1 EiB leaves room to multiply by GPU counts), the
+// simulator's clock is a 64-bit count of picoseconds (about 106 days; a duration is held to
+// 10^6 s, 11.6 days); bandwidths and rates are held far above any machine's (1 PB/s, 10^21
+// FLOP/s, 10^24 FLOP) so that quotients of them stay finite.
+inline constexpr Bytes kMaxBytes{1152921504606846976.0};  // 2^60 B
+inline constexpr Seconds kMaxSeconds{1e6};
+inline constexpr Bandwidth kMaxBandwidth{1e15};
+inline constexpr FlopRate kMaxFlopRate{1e21};
+inline constexpr Flops kMaxFlops{1e24};
+
 // Parse "16GiB", "900GB/s", "25Gbit/s", "2.5us", "15.7TFLOP/s". The unit is required: a bare
-// number is rejected. Throws std::invalid_argument with a message naming the accepted units.
+// number is rejected; so are negative, NaN, infinite and out-of-range values (above kMax*). Zero
+// is accepted: a caller for which zero means nothing refuses it, naming its field. Throws
+// std::invalid_argument with a message naming the accepted units.
 // A finite number written in full ("12", "1.5e3"), or nothing.
 std::optional<double> parse_number(std::string_view text);
 Bytes parse_bytes(std::string_view text);

@@ -24,10 +24,22 @@ Q quantity(const ConfigNode& n, Parse parse) {
     n.fail(e.what());
   }
 }
+// Zero is a value for durations (a latency, an overhead); a bandwidth, a compute rate or a
+// capacity of zero describes nothing that runs.
+template <class Q>
+Q positive(const ConfigNode& n, Q q) {
+  if (!(q.value() > 0)) n.fail(fmt::format("must be positive, got '{}'", n.as<std::string>()));
+  return q;
+}
 Bytes bytes(const ConfigNode& n) { return quantity<Bytes>(n, parse_bytes); }
+Bytes capacity(const ConfigNode& n) { return positive(n, bytes(n)); }
 Seconds seconds(const ConfigNode& n) { return quantity<Seconds>(n, parse_seconds); }
-Bandwidth bandwidth(const ConfigNode& n) { return quantity<Bandwidth>(n, parse_bandwidth); }
-FlopRate flop_rate(const ConfigNode& n) { return quantity<FlopRate>(n, parse_flop_rate); }
+Bandwidth bandwidth(const ConfigNode& n) {
+  return positive(n, quantity<Bandwidth>(n, parse_bandwidth));
+}
+FlopRate flop_rate(const ConfigNode& n) {
+  return positive(n, quantity<FlopRate>(n, parse_flop_rate));
+}
 Flops flops(const ConfigNode& n) {
   try {
     return parse_flops(n.as<std::string>());
@@ -203,7 +215,7 @@ GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
   });
   if (!g.peak.count("fp32")) n.child("peak").child("fp32");  // required
   section(n, "memory", inherited, [&](const ConfigNode& m) {
-    field(m, "capacity", g.memory_capacity, inherited, bytes);
+    field(m, "capacity", g.memory_capacity, inherited, capacity);
     field(m, "bandwidth", g.memory_bandwidth, inherited, bandwidth);
     m.finish();
   });
@@ -288,7 +300,7 @@ NodeSpec parse_node(const ConfigNode& n, const std::string& stem, Context& ctx) 
     field(h, "cpu", node.host.cpu, inherited, text);
     field(h, "sockets", node.host.sockets, inherited, positive_int);
     field(h, "cores", node.host.cores, inherited, positive_int);
-    field(h, "memory", node.host.memory, inherited, bytes);
+    field(h, "memory", node.host.memory, inherited, capacity);
     field(h, "memory_bandwidth", node.host.memory_bandwidth, inherited, bandwidth);
     h.finish();
   });

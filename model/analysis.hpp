@@ -12,6 +12,10 @@
 
 namespace dlsim::model {
 
+// The largest per-GPU batch analysed: element counts (batch x a tensor's elements) then stay
+// exact in doubles for every zoo model.
+inline constexpr std::int64_t kMaxBatch = std::int64_t{1} << 24;
+
 struct LayerStats {
   LayerGraph::Vertex vertex;
   std::string name;

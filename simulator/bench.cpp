@@ -2,7 +2,7 @@
 //
 // For each GPU count, model (resnet50, googlenet) and engine (des, analytic) it measures
 //   (a) predict() in this process: wall time, median of --repeat runs (steady_clock);
-//   (b) the whole `dlsim predict ... --format json -o /dev/null` process: wall time from fork
+//   (b) the whole `dlsim predict ... --format json >/dev/null` process: wall time from fork
 //       to wait4(), median of --repeat runs;
 //   (c) that process's peak resident memory (ru_maxrss from its own wait4());
 //   (d) the DES events dispatched and events per second of (a).
@@ -250,7 +250,9 @@ std::vector<std::string> dlsim_args(const std::string& dlsim, const std::string&
     a.push_back("--iterations");
     a.push_back(std::to_string(*iterations));
   }
-  for (const char* s : {"--format", "json", "-o", "/dev/null"}) a.emplace_back(s);
+  // The JSON goes to standard output, which the helper points at /dev/null: a child never names
+  // a device node as its output file.
+  for (const char* s : {"--format", "json"}) a.emplace_back(s);
   return a;
 }
 
@@ -354,7 +356,7 @@ int main(int argc, char** argv) {
         o.model = model;
         o.gpus = gpus;
         o.cluster = cluster;
-        o.engine = engine;
+        o.engine = *dlsim::simulator::parse_engine(engine);
         std::cerr << fmt::format("{} {} {} GPUs: predict() ...", model, engine, gpus) << std::flush;
         row.in = time_predict(o, repeat);
         if (!row.in.error.empty()) {
@@ -404,7 +406,7 @@ int main(int argc, char** argv) {
     o.model = "resnet50";
     o.gpus = 1024;
     o.cluster = write_cluster(dir, 1024 / kGpusPerNode);
-    o.engine = "des";
+    o.engine = dlsim::simulator::Engine::kDes;
     o.iterations = 1;
     std::cerr << "resnet50 des 1024 GPUs, 1 iteration: predict() ..." << std::flush;
     one_step = time_predict(o, repeat);
@@ -422,7 +424,7 @@ int main(int argc, char** argv) {
   std::ostringstream md;
   md << fmt::format(
       "Each cell: median of {} runs. predict(): the library call in one process (default {} "
-      "iterations); process: `dlsim predict ... --format json -o /dev/null` from fork to "
+      "iterations); process: `dlsim predict ... --format json >/dev/null` from fork to "
       "wait4(); peak RSS: that process's ru_maxrss (largest of the runs); per GPU: peak RSS / "
       "GPUs, and the growth from the previous GPU count (Δ); events/s: DES events / predict() "
       "time.\n\n",

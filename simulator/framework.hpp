@@ -42,15 +42,6 @@ struct FrameworkOptions {
   std::optional<bool> ps_colocated;
 };
 
-// The framework settings as a command line gives them (empty: not given), and where they come
-// from: dlsim predict/scale/compare and dlvalidate replay take the same flags.
-struct FrameworkFlags {
-  std::string fusion_threshold, cycle_time, bucket_cap, first_bucket, mode, ps_servers,
-      ps_placement, ps_device;
-};
-// Parsed; a bad value is an InputError naming its flag (--fusion-threshold, ...).
-FrameworkOptions parse_framework_flags(const FrameworkFlags& flags);
-
 // What a policy knows of the job when it plans a step.
 struct JobInfo {
   int gpus = 1;

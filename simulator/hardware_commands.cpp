@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <sstream>
 
+#include "common/cli.hpp"
 #include "common/error.hpp"
 #include "common/output.hpp"
 #include "common/version.hpp"
@@ -56,13 +58,13 @@ struct CollectiveOptions {
   std::string algo = "ring";
   std::string bytes = "8B:1GiB";
   int gpus = 0;
-  int gpus_per_node = 0;
+  std::optional<int> gpus_per_node;
   std::string nodelist;
   std::string cluster = "default";
   int root = 0;
   int ps_servers = 1;
-  bool ps_colocated = false;
-  bool ps_on_gpu = false;
+  std::string ps_placement = "dedicated";
+  std::string ps_device = "cpu";
   std::string ps_sharding = "split";
   std::string format = "table";
   std::string output;
@@ -74,13 +76,9 @@ std::vector<Bytes> parse_sizes(const std::string& text) {
   std::stringstream ss(text);
   for (std::string p; std::getline(ss, p, ':');) parts.push_back(p);
   auto size = [&](const std::string& s) {
-    try {
-      const Bytes b = parse_bytes(s);
-      if (b.value() < 0) throw std::invalid_argument("'" + s + "' is negative");
-      return b;
-    } catch (const std::invalid_argument& e) {
-      fail_at({}, "--bytes", e.what());
-    }
+    const Bytes b = parse_flag(s, "--bytes", parse_bytes);
+    if (!(b.value() > 0)) fail_at({}, "--bytes", fmt::format("'{}': a size must be positive", s));
+    return b;
   };
   if (parts.size() == 1) return {size(parts[0])};
   if (parts.size() > 3) fail_at({}, "--bytes", "expected SIZE, MIN:MAX or MIN:MAX:xFACTOR");
@@ -96,7 +94,6 @@ std::vector<Bytes> parse_sizes(const std::string& text) {
     }
   }
   if (hi < lo) fail_at({}, "--bytes", "MAX is smaller than MIN");
-  if (lo.value() <= 0) fail_at({}, "--bytes", "MIN of a range must be positive");
   std::vector<Bytes> out;
   for (double v = lo.value(); v <= hi.value() * (1 + 1e-12); v *= factor) {
     out.emplace_back(std::round(v));
@@ -121,11 +118,19 @@ void run_collective_cmd(const CollectiveOptions& opt) {
   const auto cluster = hardware::load_cluster(opt.cluster);
   networks::PlacementRequest pr;
   pr.gpus = opt.gpus;
-  if (opt.gpus_per_node != 0) pr.gpus_per_node = opt.gpus_per_node;
+  pr.gpus_per_node = opt.gpus_per_node;
   pr.nodelist = opt.nodelist;
   const auto placement = networks::place(cluster, pr);
   // Dedicated servers take the next nodes of the cluster that hold no worker.
-  const bool dedicated = opt.algo == "ps" && !opt.ps_colocated;
+  if (opt.ps_placement != "colocated" && opt.ps_placement != "dedicated") {
+    fail_at({}, "--ps-placement",
+            fmt::format("unknown placement '{}' (colocated, dedicated)", opt.ps_placement));
+  }
+  if (opt.ps_device != "cpu" && opt.ps_device != "gpu") {
+    fail_at({}, "--ps-device", fmt::format("unknown device '{}' (cpu, gpu)", opt.ps_device));
+  }
+  const bool colocated = opt.ps_placement == "colocated";
+  const bool dedicated = opt.algo == "ps" && !colocated;
   const auto job = networks::with_server_nodes(cluster, placement, dedicated ? opt.ps_servers : 0);
   const networks::Topology topo(cluster, job.nodes);
   const auto comm = networks::make_communicator(topo, placement, job.server_slots);
@@ -136,8 +141,8 @@ void run_collective_cmd(const CollectiveOptions& opt) {
     fail_at({}, "--root", fmt::format("rank {} is not in 0..{}", opt.root, opt.gpus - 1));
   }
   req.ps.servers = opt.ps_servers;
-  req.ps.colocated = opt.ps_colocated;
-  req.ps.on_gpu = opt.ps_on_gpu;
+  req.ps.colocated = colocated;
+  req.ps.on_gpu = opt.ps_device == "gpu";
   req.ps.sharding = opt.ps_sharding;
 
   std::vector<networks::CollectiveResult> results;
@@ -190,13 +195,14 @@ void run_collective_cmd(const CollectiveOptions& opt) {
                       {"algo", opt.algo},
                       {"bytes", opt.bytes},
                       {"gpus", opt.gpus},
-                      {"gpus_per_node", opt.gpus_per_node},
+                      {"gpus_per_node",
+                       opt.gpus_per_node ? nlohmann::json(*opt.gpus_per_node) : nlohmann::json()},
                       {"nodelist", opt.nodelist},
                       {"cluster", opt.cluster},
                       {"root", opt.root},
                       {"ps_servers", opt.ps_servers},
-                      {"ps_colocated", opt.ps_colocated},
-                      {"ps_on_gpu", opt.ps_on_gpu},
+                      {"ps_placement", opt.ps_placement},
+                      {"ps_device", opt.ps_device},
                       {"ps_sharding", opt.ps_sharding}}}};
     o << j.dump(2) << "\n";
   } else if (opt.format == "csv") {
@@ -277,16 +283,22 @@ void add_collective_command(CLI::App& app) {
   c->add_option("--algo", opt->algo, "ring, tree, hd, hierarchical or ps")->capture_default_str();
   c->add_option("--bytes", opt->bytes, "SIZE, or MIN:MAX[:xF] (sizes multiplied by F, default 2)")
       ->capture_default_str();
-  c->add_option("--gpus", opt->gpus, "Ranks (one per GPU)")->required();
-  c->add_option("--gpus-per-node", opt->gpus_per_node, "GPUs used per node (default: all)");
+  c->add_option("--gpus", opt->gpus, "Ranks (one per GPU)")
+      ->required()
+      ->check(CLI::Range(1, kMaxRanks));
+  c->add_option("--gpus-per-node", opt->gpus_per_node, "GPUs used per node (default: all)")
+      ->check(CLI::Range(1, kMaxGpusPerNode));
   c->add_option("--nodelist", opt->nodelist, "Slurm host list of the nodes to use");
   c->add_option("--cluster", opt->cluster, "Cluster preset or YAML file")->capture_default_str();
   c->add_option("--root", opt->root, "Root rank of broadcast and reduce")->capture_default_str();
   c->add_option("--ps-servers", opt->ps_servers, "Parameter servers (algo ps)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxRanks));
+  c->add_option("--ps-placement", opt->ps_placement,
+                "dedicated (nodes without workers) or colocated (on the workers' nodes)")
       ->capture_default_str();
-  c->add_flag("--ps-colocated", opt->ps_colocated,
-              "Servers on the workers' nodes instead of dedicated nodes");
-  c->add_flag("--ps-on-gpu", opt->ps_on_gpu, "Servers sum on a GPU instead of the host CPU");
+  c->add_option("--ps-device", opt->ps_device, "Servers sum on the cpu or a gpu")
+      ->capture_default_str();
   c->add_option("--ps-sharding", opt->ps_sharding, "split, round_robin or greedy")
       ->capture_default_str();
   c->add_option("--format", opt->format, "table, json or csv")->capture_default_str();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sstream>
 
+#include "common/cli.hpp"
 #include "common/output.hpp"
 #include "common/version.hpp"
 #include "model/analysis.hpp"
@@ -19,18 +20,6 @@ struct ShowOptions {
   std::string output;
   std::vector<std::string> sets;
 };
-
-model::ParamOverrides parse_sets(const std::vector<std::string>& sets) {
-  model::ParamOverrides out;
-  for (const auto& s : sets) {
-    const auto eq = s.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      fail_at({}, "--set", fmt::format("expected NAME=VALUE, got '{}'", s));
-    }
-    out[s.substr(0, eq)] = s.substr(eq + 1);
-  }
-  return out;
-}
 
 std::string shape_text(const model::Shape& s) { return fmt::format("{}", fmt::join(s, "x")); }
 
@@ -78,7 +67,7 @@ void run_show(const ShowOptions& opt) {
     fail_at({}, "--precision",
             fmt::format("unknown precision '{}' (fp32, fp16, bf16)", opt.precision));
   }
-  const auto graph = model::load_model(opt.model, parse_sets(opt.sets));
+  const auto graph = model::load_model(opt.model, parse_model_sets(opt.sets));
   const auto stats = model::analyze(graph, opt.batch, *precision);
   std::string text;
   if (opt.format == "json") {

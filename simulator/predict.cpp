@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -113,16 +114,6 @@ Means summarize(const Breakdown& b) {
   return m;
 }
 
-std::int64_t parse_batch(const std::string& text) {
-  try {
-    std::size_t used = 0;
-    const long long b = std::stoll(text, &used);
-    if (used == text.size() && b > 0) return b;
-  } catch (const std::exception&) {
-  }
-  fail_at({}, "--batch", fmt::format("must be a positive integer or 'max', got '{}'", text));
-}
-
 struct Resolved {
   model::LayerGraph graph;
   hardware::ClusterSpec cluster;
@@ -138,32 +129,56 @@ MemoryUse memory_at(const model::LayerGraph& g, std::int64_t b, const ComputeOpt
 
 }  // namespace
 
+std::optional<Engine> parse_engine(std::string_view text) {
+  if (text == "des") return Engine::kDes;
+  if (text == "analytic") return Engine::kAnalytic;
+  return std::nullopt;
+}
+
+std::string_view to_string(Engine e) { return e == Engine::kDes ? "des" : "analytic"; }
+
+bool set_batch(PredictOptions& o, std::string_view text) {
+  if (text == "max") {
+    o.batch_max = true;
+    o.batch.reset();
+    return true;
+  }
+  std::int64_t b = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), b);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || b < 1 ||
+      b > kMaxBatch) {
+    return false;
+  }
+  o.batch = b;
+  o.batch_max = false;
+  return true;
+}
+
+std::string batch_text(const PredictOptions& o) {
+  if (o.batch_max) return "max";
+  return std::to_string(o.batch.value_or(kDefaultBatch));
+}
+
 Prediction predict(const PredictOptions& o, StepObserver* trace) {
   if (o.gpus < 1) fail_at({}, "--gpus", fmt::format("must be at least 1, got {}", o.gpus));
   if (o.iterations < 1) {
     fail_at({}, "--iterations", fmt::format("must be at least 1, got {}", o.iterations));
   }
-  if (o.engine != "des" && o.engine != "analytic") {
-    fail_at({}, "--engine", fmt::format("unknown engine '{}' (des, analytic)", o.engine));
+  if (o.batch && (*o.batch < 1 || *o.batch > kMaxBatch)) {
+    fail_at({}, "--batch", fmt::format("must be in 1..{}, got {}", kMaxBatch, *o.batch));
+  }
+  if (o.anchor_throughput && !(*o.anchor_throughput > 0 && std::isfinite(*o.anchor_throughput))) {
+    fail_at({}, "--anchor-throughput",
+            fmt::format("must be positive samples/s, got {}", *o.anchor_throughput));
   }
   ComputeOptions copt;
-  if (auto p = parse_training_precision(o.precision)) {
-    copt.precision = *p;
-  } else {
-    fail_at({}, "--precision",
-            fmt::format("unknown precision '{}' (fp32, fp16, amp)", o.precision));
-  }
-  if (auto p = parse_optimizer(o.optimizer)) {
-    copt.optimizer = *p;
-  } else {
-    fail_at({}, "--optimizer",
-            fmt::format("unknown optimizer '{}' (sgd, momentum, adam)", o.optimizer));
-  }
+  copt.precision = o.precision;
+  copt.optimizer = o.optimizer;
   copt.anchor_throughput = o.anchor_throughput;
   const auto& policy_entry = framework_policies().at(o.framework, {});
   if (o.strategy) networks::collective_algorithms().at(*o.strategy, {});
 
-  const auto graph = model::load_model(o.model);
+  const auto graph = model::load_model(o.model, o.model_params);
   const auto cluster = hardware::load_cluster(o.cluster);
   networks::PlacementRequest pr;
   pr.gpus = o.gpus;
@@ -199,7 +214,7 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
   // activations and workspace grow with it, everything else is fixed).
   const Bytes capacity = node0.gpu.memory_capacity;
   std::int64_t batch = kDefaultBatch;
-  if (o.batch == "max") {
+  if (o.batch_max) {
     const auto m1 = memory_at(graph, 1, copt, buffers);
     const auto m2 = memory_at(graph, 2, copt, buffers);
     const double per_sample = (m2.total() - m1.total()).value();
@@ -212,8 +227,8 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
     // Settle rounding: the largest batch whose analysed footprint fits.
     while (batch > 1 && memory_at(graph, batch, copt, buffers).total() > capacity) --batch;
     while (memory_at(graph, batch + 1, copt, buffers).total() <= capacity) ++batch;
-  } else if (!o.batch.empty()) {
-    batch = parse_batch(o.batch);
+  } else if (o.batch) {
+    batch = *o.batch;
   }
   const auto stats = model::analyze(graph, batch, activation_precision(copt.precision));
   const auto memory = memory_use(stats, copt, buffers);
@@ -253,7 +268,7 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
     observers.add(trace);
   }
   EngineRun run;
-  if (o.engine == "des") {
+  if (o.engine == Engine::kDes) {
     run = run_des(setup, observers);
   } else {
     run = run_analytic(setup, observers);
@@ -284,7 +299,7 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
     Observers obs1;
     Breakdown b1;
     obs1.add(&b1);
-    if (o.engine == "des") {
+    if (o.engine == Engine::kDes) {
       run_des(one, obs1);
     } else {
       run_analytic(one, obs1);
@@ -299,7 +314,7 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
   p.cluster = cluster.about.name;
   p.framework = o.framework;
   p.strategy = setup.resolved.strategy;
-  p.engine = o.engine;
+  p.engine = std::string(to_string(o.engine));
   p.precision = to_string(copt.precision);
   p.optimizer = to_string(copt.optimizer);
   p.gpus = o.gpus;
@@ -381,20 +396,23 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
   } else {
     p.why.push_back("one GPU: no gradient exchange");
   }
+  nlohmann::json params = nlohmann::json::object();
+  for (const auto& [k, v] : o.model_params) params[k] = v;
   p.inputs = {
       {"model", o.model},
+      {"set", params},
       {"gpus", o.gpus},
       {"gpus_per_node", o.gpus_per_node ? nlohmann::json(*o.gpus_per_node) : nlohmann::json()},
       {"nodelist", o.nodelist},
-      {"batch", o.batch.empty() ? std::to_string(kDefaultBatch) : o.batch},
+      {"batch", batch_text(o)},
       {"cluster", o.cluster},
       {"framework", o.framework},
       {"strategy", o.strategy ? nlohmann::json(*o.strategy) : nlohmann::json()},
-      {"precision", o.precision},
-      {"optimizer", o.optimizer},
+      {"precision", to_string(o.precision)},
+      {"optimizer", to_string(o.optimizer)},
       {"iterations", o.iterations},
       {"seed", o.seed},
-      {"engine", o.engine},
+      {"engine", to_string(o.engine)},
       {"anchor_throughput_samples_per_s",
        o.anchor_throughput ? nlohmann::json(*o.anchor_throughput) : nlohmann::json()}};
   return p;

@@ -5,10 +5,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hardware/profile.hpp"
+#include "model/analysis.hpp"
 #include "model/graph.hpp"
+#include "model/loader.hpp"
 #include "simulator/compute.hpp"
 #include "simulator/framework.hpp"
 #include "simulator/observer.hpp"
@@ -17,24 +20,41 @@ namespace dlsim::simulator {
 
 class FlowObserver;
 
+enum class Engine { kDes, kAnalytic };
+std::optional<Engine> parse_engine(std::string_view text);
+std::string_view to_string(Engine e);
+
+// What a prediction is of, typed: the programs parse their flags (and dlvalidate its cases
+// files) into this, each naming its own field in errors; predict() checks what only the
+// resolved model and cluster can tell (the GPU count against the cluster, the batch against
+// memory).
 struct PredictOptions {
-  std::string model;
+  std::string model;                   // zoo name, YAML or ONNX file
+  model::ParamOverrides model_params;  // "--set seq_len=64"
   int gpus = 0;
   std::optional<int> gpus_per_node;
   std::string nodelist;
-  std::string batch;  // per GPU: a positive integer, "max", or empty for the default (32)
+  std::optional<std::int64_t> batch;  // per GPU; nullopt: kDefaultBatch (or batch_max)
+  bool batch_max = false;             // the largest batch that fits in memory
   std::string cluster = "default";
   std::string framework = "horovod";
   std::optional<std::string> strategy;
   FrameworkOptions framework_options;
-  std::string precision = "fp32";
-  std::string optimizer = "momentum";
+  TrainingPrecision precision = TrainingPrecision::kFp32;
+  Optimizer optimizer = Optimizer::kMomentum;
   int iterations = 5;
   std::uint64_t seed = 1;
-  std::string engine = "des";
-  std::optional<double> anchor_throughput;
+  Engine engine = Engine::kDes;
+  std::optional<double> anchor_throughput;  // samples/s on one GPU at this batch
 };
 inline constexpr std::int64_t kDefaultBatch = 32;
+using model::kMaxBatch;
+
+// A batch as written ("64" or "max") into `batch` or `batch_max` of `o`; false (and `o`
+// unchanged) for anything else: zero, negative, above kMaxBatch, not a whole number.
+bool set_batch(PredictOptions& o, std::string_view text);
+// The batch as written back ("64", "max", or the default).
+std::string batch_text(const PredictOptions& o);
 
 // Each part of 1 - scaling efficiency, in seconds of the mean step (docs/simulator.md,
 // "Where the efficiency goes").

@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "common/cli.hpp"
 #include "common/error.hpp"
 #include "common/output.hpp"
+#include "simulator/framework_flags.hpp"
 #include "simulator/plot.hpp"
 #include "simulator/predict.hpp"
 #include "simulator/trace.hpp"
@@ -17,34 +19,49 @@ namespace {
 using simulator::Prediction;
 using simulator::PredictOptions;
 
-// The flags predict, scale and compare share, as given (empty: not given).
+// The flags predict, scale and compare share: typed where CLI11 can type them, text where a
+// unit or a word needs parsing (resolve()).
 struct CommonFlags {
   PredictOptions base;
   simulator::FrameworkFlags fw;
-  std::string gpus_per_node, anchor, format = "table", output;
+  std::string batch, precision = "fp32", optimizer = "momentum", engine = "des";
+  std::vector<std::string> sets;
+  std::optional<double> anchor;
+  std::string format = "table", output;
 };
-
-int parse_int(const std::string& text, const std::string& flag) {
-  try {
-    std::size_t used = 0;
-    const int v = std::stoi(text, &used);
-    if (used == text.size()) return v;
-  } catch (const std::exception&) {
-  }
-  fail_at({}, flag, fmt::format("expected an integer, got '{}'", text));
-}
 
 PredictOptions resolve(const CommonFlags& f) {
   PredictOptions o = f.base;
-  if (!f.gpus_per_node.empty()) o.gpus_per_node = parse_int(f.gpus_per_node, "--gpus-per-node");
   o.framework_options = simulator::parse_framework_flags(f.fw);
-  if (!f.anchor.empty()) {
-    o.anchor_throughput = parse_flag(f.anchor, "--anchor-throughput", [](const std::string& s) {
-      std::size_t used = 0;
-      const double v = std::stod(s, &used);
-      if (used != s.size()) throw std::invalid_argument("expected samples/s, got '" + s + "'");
-      return v;
-    });
+  o.model_params = parse_model_sets(f.sets);
+  if (!f.batch.empty() && !simulator::set_batch(o, f.batch)) {
+    fail_at({}, "--batch",
+            fmt::format("must be a positive integer (at most {}) or 'max', got '{}'",
+                        simulator::kMaxBatch, f.batch));
+  }
+  if (auto p = simulator::parse_training_precision(f.precision)) {
+    o.precision = *p;
+  } else {
+    fail_at({}, "--precision",
+            fmt::format("unknown precision '{}' (fp32, fp16, amp)", f.precision));
+  }
+  if (auto p = simulator::parse_optimizer(f.optimizer)) {
+    o.optimizer = *p;
+  } else {
+    fail_at({}, "--optimizer",
+            fmt::format("unknown optimizer '{}' (sgd, momentum, adam)", f.optimizer));
+  }
+  if (auto e = simulator::parse_engine(f.engine)) {
+    o.engine = *e;
+  } else {
+    fail_at({}, "--engine", fmt::format("unknown engine '{}' (des, analytic)", f.engine));
+  }
+  if (f.anchor) {
+    if (!(*f.anchor > 0) || !std::isfinite(*f.anchor)) {
+      fail_at({}, "--anchor-throughput",
+              fmt::format("must be positive samples/s, got {}", *f.anchor));
+    }
+    o.anchor_throughput = *f.anchor;
   }
   return o;
 }
@@ -57,10 +74,16 @@ void check_format(const std::string& format) {
 
 void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strategy) {
   c->add_option("--model", f.base.model, "Zoo model, YAML or ONNX file")->required();
-  if (single_gpus) c->add_option("--gpus", f.base.gpus, "GPUs (one rank each)")->required();
-  c->add_option("--gpus-per-node", f.gpus_per_node, "GPUs used per node (default: all)");
+  if (single_gpus) {
+    c->add_option("--gpus", f.base.gpus, "GPUs (one rank each)")
+        ->required()
+        ->check(CLI::Range(1, kMaxRanks));
+  }
+  c->add_option("--gpus-per-node", f.base.gpus_per_node, "GPUs used per node (default: all)")
+      ->check(CLI::Range(1, kMaxGpusPerNode));
   c->add_option("--nodelist", f.base.nodelist, "Slurm host list of the nodes to use");
-  c->add_option("--batch", f.base.batch, "Per-GPU batch, or 'max' (default 32)");
+  c->add_option("--batch", f.batch, "Per-GPU batch, or 'max' (default 32)")->type_name("INT|max");
+  c->add_option("--set", f.sets, "Model parameter NAME=VALUE (e.g. seq_len=64), as model show");
   c->add_option("--cluster", f.base.cluster, "Cluster preset or YAML file")->capture_default_str();
   c->add_option("--framework", f.base.framework,
                 "horovod, keras, pytorch-ddp, tf-ps, tf-replicated, mxnet-kvstore")
@@ -68,21 +91,16 @@ void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strat
   if (single_strategy) {
     c->add_option("--strategy", f.base.strategy, "ring, tree, hd, hierarchical or ps");
   }
-  c->add_option("--fusion-threshold", f.fw.fusion_threshold, "Horovod fusion buffer (e.g. 64MiB)");
-  c->add_option("--cycle-time", f.fw.cycle_time, "Horovod cycle time (e.g. 5ms)");
-  c->add_option("--bucket-cap", f.fw.bucket_cap, "DDP bucket size (e.g. 25MiB)");
-  c->add_option("--first-bucket", f.fw.first_bucket, "DDP first bucket size (e.g. 1MiB)");
-  c->add_option("--mode", f.fw.mode,
-                "tf-ps: parameter_server | distributed_replicated; mxnet-kvstore: device | "
-                "dist_sync");
-  c->add_option("--ps-servers", f.fw.ps_servers, "Parameter servers");
-  c->add_option("--ps-placement", f.fw.ps_placement, "colocated (on worker nodes) or dedicated");
-  c->add_option("--ps-device", f.fw.ps_device, "Servers sum on the cpu or a gpu");
-  c->add_option("--precision", f.base.precision, "fp32, fp16 or amp")->capture_default_str();
-  c->add_option("--optimizer", f.base.optimizer, "sgd, momentum or adam")->capture_default_str();
-  c->add_option("--iterations", f.base.iterations, "Steps simulated (DES)")->capture_default_str();
-  c->add_option("--seed", f.base.seed, "Seed of the straggler draws")->capture_default_str();
-  c->add_option("--engine", f.base.engine, "des or analytic")->capture_default_str();
+  add_framework_flags(c, f.fw);
+  c->add_option("--precision", f.precision, "fp32, fp16 or amp")->capture_default_str();
+  c->add_option("--optimizer", f.optimizer, "sgd, momentum or adam")->capture_default_str();
+  c->add_option("--iterations", f.base.iterations, "Steps simulated (DES)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  c->add_option("--seed", f.base.seed, "Seed of the straggler draws")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--engine", f.engine, "des or analytic")->capture_default_str();
   c->add_option("--anchor-throughput", f.anchor,
                 "Measured single-GPU samples/s at this batch: compute is scaled to match");
   c->add_option("--format", f.format, "table, json or csv")->capture_default_str();
@@ -118,9 +136,7 @@ std::vector<int> parse_gpu_list(const std::string& text) {
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    const int g = parse_int(item, "--gpus");
-    if (g < 1) fail_at({}, "--gpus", fmt::format("must be at least 1, got {}", g));
-    out.push_back(g);
+    out.push_back(static_cast<int>(parse_int_flag(item, "--gpus", 1, kMaxRanks)));
   }
   if (out.empty()) fail_at({}, "--gpus", "expected a list such as 1,2,4,8");
   return out;

@@ -42,19 +42,19 @@ expect_failure "unknown hardware preset 'dgx1-v10'; did you mean 'dgx1-v100'" ha
 expect_failure "names a node and a cluster; say which with --kind" hardware show dgx1-p100
 expect_failure "unknown cluster preset 'defualt'; did you mean 'default'" collective --gpus 8 --cluster defualt
 expect_failure "--gpus: 65 GPUs requested, but cluster 'default' has at most 64" collective --gpus 65
-expect_failure "--gpus: must be at least 1, got -4" collective --gpus -4
+expect_failure "--gpus: Value -4 not in range 1 to 1048576" collective --gpus -4
 expect_failure "--bytes: '12' has no unit" collective --gpus 8 --bytes 12
 expect_failure "--bytes: unknown unit 'GiBs'" collective --gpus 8 --bytes 1MiB:1GiBs
 expect_failure "unknown collective algorithm 'rign'; did you mean 'ring'" collective --gpus 8 --algo rign
 expect_failure "unknown operation 'allreduse'; did you mean 'allreduce'" collective --gpus 8 --op allreduse
 expect_failure "'tree' does not implement alltoall" collective --gpus 8 --algo tree --op alltoall
-expect_failure "--gpus: must be at least 1, got 0" predict --model googlenet --gpus 0
+expect_failure "--gpus: Value 0 not in range 1 to 1048576" predict --model googlenet --gpus 0
 expect_failure "--gpus: 65 GPUs requested, but cluster 'default' has at most 64" predict --model googlenet --gpus 65
 expect_failure "unknown model 'googlenett'" predict --model googlenett --gpus 8
 expect_failure "unknown framework 'horovd'; did you mean 'horovod'" predict --model resnet50 --gpus 8 --framework horovd
 expect_failure "unknown collective algorithm 'rign'; did you mean 'ring'" predict --model resnet50 --gpus 8 --strategy rign
 expect_failure "--batch: batch 4096 needs" predict --model resnet50 --gpus 8 --batch 4096
-expect_failure "--batch: must be a positive integer or 'max', got '-3'" predict --model resnet50 --gpus 8 --batch -3
+expect_failure "--batch: must be a positive integer (at most 16777216) or 'max', got '-3'" predict --model resnet50 --gpus 8 --batch -3
 expect_failure "--cycle-time: does not apply to framework 'pytorch-ddp'" predict --model resnet50 --gpus 8 --framework pytorch-ddp --cycle-time 5ms
 expect_failure "--fusion-threshold: '64' has no unit" predict --model resnet50 --gpus 8 --fusion-threshold 64
 expect_failure "tf-replicated runs inside one node" predict --model resnet50 --gpus 8 --framework tf-replicated

@@ -128,7 +128,7 @@ TEST_CASE("every_framework_policy_is_registered") {
 TEST_CASE("one_gpu_has_efficiency_one_and_no_communication") {
   for (const char* engine : {"des", "analytic"}) {
     auto o = options("googlenet", 1);
-    o.engine = engine;
+    o.engine = *sim::parse_engine(engine);
     const auto p = sim::predict(o);
     CHECK(p.scaling_efficiency == 1.0);
     CHECK(p.communication_s == 0.0);
@@ -197,13 +197,14 @@ TEST_CASE("the_same_seed_gives_byte_identical_json_and_another_seed_other_stragg
 
 TEST_CASE("batch_max_just_fits_and_one_more_sample_does_not") {
   auto o = options("resnet50", 4);
-  o.batch = "max";
+  o.batch_max = true;
   const auto p = sim::predict(o);
   CHECK(p.fits_in_memory);
   CHECK(p.memory.total().value() <= p.memory_capacity_bytes);
-  o.batch = std::to_string(p.batch_per_gpu + 1);
+  o.batch_max = false;
+  o.batch = p.batch_per_gpu + 1;
   CHECK_THROWS_AS(sim::predict(o), dlsim::InputError);
-  o.batch = std::to_string(p.batch_per_gpu);
+  o.batch = p.batch_per_gpu;
   CHECK(sim::predict(o).fits_in_memory);
 }
 
@@ -215,7 +216,7 @@ TEST_CASE("des_and_analytic_agree_within_2_percent_where_no_link_is_shared") {
       o.cluster = kHw + "/steady.yaml";
       o.framework = fw;
       const double des = sim::predict(o).step_time_s;
-      o.engine = "analytic";
+      o.engine = sim::Engine::kAnalytic;
       const double analytic = sim::predict(o).step_time_s;
       CAPTURE(fw);
       CAPTURE(model);
@@ -254,15 +255,15 @@ TEST_CASE("golden_predictions_hold_to_one_part_in_a_million") {
     sim::PredictOptions o;
     o.model = in_["model"];
     o.gpus = in_["gpus"];
-    o.batch = in_["batch"];
+    REQUIRE(sim::set_batch(o, in_["batch"].get<std::string>()));
     o.cluster = in_["cluster"];
     o.framework = in_["framework"];
     if (!in_["strategy"].is_null()) o.strategy = in_["strategy"].get<std::string>();
-    o.precision = in_["precision"];
-    o.optimizer = in_["optimizer"];
+    o.precision = *sim::parse_training_precision(in_["precision"].get<std::string>());
+    o.optimizer = *sim::parse_optimizer(in_["optimizer"].get<std::string>());
     o.iterations = in_["iterations"];
     o.seed = in_["seed"];
-    o.engine = in_["engine"];
+    o.engine = *sim::parse_engine(in_["engine"].get<std::string>());
     const auto got = sim::to_json(sim::predict(o));
     CAPTURE(entry.path().filename().string());
     for (const char* key : {"step_time_s", "throughput_samples_per_s", "scaling_efficiency",

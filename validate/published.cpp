@@ -142,22 +142,64 @@ CaseFile read_cases(const std::string& path) {
     }
     o.framework = p.get_or<std::string>("framework", o.framework);
     if (p.has("strategy")) o.strategy = p.get<std::string>("strategy");
-    o.precision = p.get_or<std::string>("precision", o.precision);
-    o.optimizer = p.get_or<std::string>("optimizer", o.optimizer);
-    o.engine = p.get_or<std::string>("engine", o.engine);
+    if (p.has("precision")) {
+      const auto text = p.get<std::string>("precision");
+      const auto v = simulator::parse_training_precision(text);
+      if (!v)
+        p.child("precision").fail(fmt::format("unknown precision '{}' (fp32, fp16, amp)", text));
+      o.precision = *v;
+    }
+    if (p.has("optimizer")) {
+      const auto text = p.get<std::string>("optimizer");
+      const auto v = simulator::parse_optimizer(text);
+      if (!v) {
+        p.child("optimizer")
+            .fail(fmt::format("unknown optimizer '{}' (sgd, momentum, adam)", text));
+      }
+      o.optimizer = *v;
+    }
+    if (p.has("engine")) {
+      const auto text = p.get<std::string>("engine");
+      const auto v = simulator::parse_engine(text);
+      if (!v) p.child("engine").fail(fmt::format("unknown engine '{}' (des, analytic)", text));
+      o.engine = *v;
+    }
     if (p.has("model")) k.model = p.get<std::string>("model");
-    if (p.has("batch")) k.batch = p.get<std::string>("batch");
+    if (p.has("batch")) {
+      k.batch = p.get<std::string>("batch");
+      simulator::PredictOptions probe;
+      if (!simulator::set_batch(probe, *k.batch)) {
+        p.child("batch").fail(fmt::format("'{}' is not a positive batch or 'max'", *k.batch));
+      }
+    }
+    if (p.has("set")) o.model_params = string_map(p.child("set"));
+    auto quantity = [&](const char* key, auto parse) {
+      const auto n = p.child(key);
+      try {
+        return parse(n.template as<std::string>());
+      } catch (const std::invalid_argument& e) {
+        n.fail(e.what());
+      }
+    };
     if (p.has("fusion_threshold")) {
-      o.framework_options.fusion_threshold = parse_bytes(p.get<std::string>("fusion_threshold"));
+      o.framework_options.fusion_threshold = quantity("fusion_threshold", parse_bytes);
     }
     if (p.has("cycle_time")) {
-      o.framework_options.cycle_time = parse_seconds(p.get<std::string>("cycle_time"));
+      o.framework_options.cycle_time = quantity("cycle_time", parse_seconds);
+      if (!(o.framework_options.cycle_time->value() > 0)) {
+        p.child("cycle_time").fail("must be positive");
+      }
     }
     if (p.has("mode")) o.framework_options.mode = p.get<std::string>("mode");
-    if (p.has("ps_servers")) o.framework_options.ps_servers = p.get<int>("ps_servers");
+    auto count = [&](const char* key) {
+      const int v = p.get<int>(key);
+      if (v < 1) p.child(key).fail(fmt::format("must be at least 1, got {}", v));
+      return v;
+    };
+    if (p.has("ps_servers")) o.framework_options.ps_servers = count("ps_servers");
     // GPUs used per node, where the cluster's nodes have more than the runs used (e.g. one rank
     // per node of a calibrated profile).
-    if (p.has("gpus_per_node")) o.gpus_per_node = p.get<int>("gpus_per_node");
+    if (p.has("gpus_per_node")) o.gpus_per_node = count("gpus_per_node");
     p.finish();
     c.finish();
     f.cases.push_back(std::move(k));
@@ -179,7 +221,10 @@ struct Predictor {
     simulator::PredictOptions o = c.predict;
     o.model = model;
     o.gpus = gpus;
-    o.batch = batch;
+    if (!simulator::set_batch(o, batch)) {
+      fail_at({file.path}, fmt::format("case '{}'", c.name),
+              fmt::format("batch '{}' is not a positive integer or 'max'", batch));
+    }
     if (anchor > 0) o.anchor_throughput = anchor;
     try {
       const auto p = simulator::predict(o);

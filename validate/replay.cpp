@@ -296,6 +296,9 @@ ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std
     if (resolved.strategy == "ps" && !resolved.ps.colocated) {
       fail_at({}, "--ps-placement", "the replay runs servers colocated with the workers only");
     }
+    if (resolved.strategy == "ps" && resolved.ps.on_gpu) {
+      fail_at({}, "--ps-device", "the replay's servers sum in host memory (cpu) only");
+    }
   } catch (const InputError& e) {
     setup_error = e.what();
   }

@@ -9,6 +9,7 @@
 #include "common/error.hpp"
 #include "common/output.hpp"
 #include "common/units.hpp"
+#include "simulator/framework_flags.hpp"
 #include "validate/replay.hpp"
 
 namespace dlsim::validate {
@@ -58,12 +59,7 @@ void add_replay_command(CLI::App& app, const std::string& command) {
   c->add_option("--steps", f->o.steps, "Timed steps (default 5)");
   c->add_option("--warmup", f->o.warmup, "Untimed steps first (default 2)");
   c->add_option("--seed", f->o.seed, "Seed of the synthetic data (default 1)");
-  c->add_option("--fusion-threshold", f->fw.fusion_threshold, "Horovod fusion buffer (e.g. 64MiB)");
-  c->add_option("--cycle-time", f->fw.cycle_time, "Horovod cycle time (e.g. 5ms)");
-  c->add_option("--bucket-cap", f->fw.bucket_cap, "DDP bucket size (e.g. 25MiB)");
-  c->add_option("--first-bucket", f->fw.first_bucket, "DDP first bucket size (e.g. 1MiB)");
-  c->add_option("--mode", f->fw.mode, "tf-ps / mxnet-kvstore mode");
-  c->add_option("--ps-servers", f->fw.ps_servers, "Parameter servers (colocated with the ranks)");
+  simulator::add_framework_flags(c, f->fw);
   c->add_option("--source-id", f->o.source_id, "source_id of the CSV row (default replay)");
   c->add_option("--inter-node", f->o.inter_node,
                 "Label of the network between nodes for the CSV row (e.g. 'tcp 1 Gbit/s')");

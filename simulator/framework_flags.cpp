@@ -1,0 +1,69 @@
+#include "simulator/framework_flags.hpp"
+
+#include <fmt/format.h>
+
+#include "common/cli.hpp"
+#include "common/error.hpp"
+
+namespace dlsim::simulator {
+namespace {
+
+// A size or time flag that must be positive (zero would mean no bucket, or a busy loop).
+template <class Q, class Parse>
+Q positive(const std::string& text, const std::string& flag, Parse parse) {
+  const Q q = parse_flag(text, flag, parse);
+  if (!(q.value() > 0)) fail_at({}, flag, fmt::format("must be positive, got '{}'", text));
+  return q;
+}
+
+}  // namespace
+
+void add_framework_flags(CLI::App* c, FrameworkFlags& f) {
+  c->add_option("--fusion-threshold", f.fusion_threshold,
+                "Horovod fusion buffer (e.g. 64MiB; 0B: no fusion)")
+      ->type_name("SIZE");
+  c->add_option("--cycle-time", f.cycle_time, "Horovod cycle time (e.g. 5ms)")->type_name("TIME");
+  c->add_option("--bucket-cap", f.bucket_cap, "DDP bucket size (e.g. 25MiB)")->type_name("SIZE");
+  c->add_option("--first-bucket", f.first_bucket, "DDP first bucket size (e.g. 1MiB)")
+      ->type_name("SIZE");
+  c->add_option("--mode", f.mode,
+                "tf-ps: parameter_server | distributed_replicated; mxnet-kvstore: device | "
+                "dist_sync");
+  c->add_option("--ps-servers", f.ps_servers, "Parameter servers")->check(CLI::Range(1, kMaxRanks));
+  c->add_option("--ps-placement", f.ps_placement, "colocated (on worker nodes) or dedicated");
+  c->add_option("--ps-device", f.ps_device, "Servers sum on the cpu or a gpu");
+}
+
+FrameworkOptions parse_framework_flags(const FrameworkFlags& f) {
+  FrameworkOptions fw;
+  if (!f.fusion_threshold.empty()) {
+    fw.fusion_threshold = parse_flag(f.fusion_threshold, "--fusion-threshold", parse_bytes);
+  }
+  if (!f.cycle_time.empty()) {
+    fw.cycle_time = positive<Seconds>(f.cycle_time, "--cycle-time", parse_seconds);
+  }
+  if (!f.bucket_cap.empty()) {
+    fw.bucket_cap = positive<Bytes>(f.bucket_cap, "--bucket-cap", parse_bytes);
+  }
+  if (!f.first_bucket.empty()) {
+    fw.first_bucket = positive<Bytes>(f.first_bucket, "--first-bucket", parse_bytes);
+  }
+  if (!f.mode.empty()) fw.mode = f.mode;
+  fw.ps_servers = f.ps_servers;
+  if (!f.ps_placement.empty()) {
+    if (f.ps_placement != "colocated" && f.ps_placement != "dedicated") {
+      fail_at({}, "--ps-placement",
+              fmt::format("unknown placement '{}' (colocated, dedicated)", f.ps_placement));
+    }
+    fw.ps_colocated = f.ps_placement == "colocated";
+  }
+  if (!f.ps_device.empty()) {
+    if (f.ps_device != "cpu" && f.ps_device != "gpu") {
+      fail_at({}, "--ps-device", fmt::format("unknown device '{}' (cpu, gpu)", f.ps_device));
+    }
+    fw.ps_on_gpu = f.ps_device == "gpu";
+  }
+  return fw;
+}
+
+}  // namespace dlsim::simulator
