@@ -392,7 +392,7 @@ CpuPlan cpu_benchmarks(const CpuOptions& o) {
   };
   if (o.batch < 1) fail_at({}, "--batch", fmt::format("must be positive, got {}", o.batch));
   if (!(o.max_flops > 0)) fail_at({}, "--max-flops", "must be positive");
-  if (o.conv_layers < 0) fail_at({}, "--conv-layers", "must not be negative");
+  if (o.conv_layers < 1) fail_at({}, "--conv-layers", "must be at least 1");
 
   CpuPlan plan;
   if (wants("copy") || wants("triad")) {

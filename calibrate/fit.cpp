@@ -253,6 +253,18 @@ std::vector<SeriesFit> fit_series(const std::vector<Measurement>& measurements, 
     if (kept.bytes.size() < 2 || kept.bytes.front() == kept.bytes.back()) continue;
     SeriesFit f;
     f.fit = fit_piecewise(kept.bytes, kept.seconds);
+    {
+      const auto& first = f.fit.regimes.front();
+      std::vector<double> b, t;
+      for (std::size_t i = 0; i < kept.bytes.size(); ++i) {
+        if (kept.bytes[i] >= first.min_bytes && kept.bytes[i] <= first.max_bytes) {
+          b.push_back(kept.bytes[i]);
+          t.push_back(kept.seconds[i]);
+        }
+      }
+      f.latency = b.size() >= 2 && b.front() != b.back() ? fit_alpha_beta(b, t) : first;
+      f.latency.alpha = std::max(0.0, f.latency.alpha);
+    }
     for (std::size_t i = 0; i < kept.bytes.size(); ++i) {
       f.relative_errors.push_back((f.fit.time(kept.bytes[i]) - kept.seconds[i]) / kept.seconds[i]);
     }

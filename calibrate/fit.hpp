@@ -78,6 +78,9 @@ std::vector<Series> group_series(const std::vector<Measurement>& measurements,
 struct SeriesFit {
   Series series;
   PiecewiseFit fit;
+  // The latency the series shows: alpha-beta over the first regime's sizes with alpha kept
+  // non-negative (a regime's local intercept may be negative, a latency never is).
+  AlphaBeta latency;
   // Per point: relative error of the fit, (fit - measured) / measured.
   std::vector<double> relative_errors;
 };

@@ -87,12 +87,15 @@ std::string show_table(const std::vector<cal::Results>& all, const std::vector<s
                      s.variant.empty() ? "" : " " + s.variant);
     for (const auto& g : f.fit.regimes) {
       o << fmt::format(
-          "  fit {} .. {}: alpha {:.3f} us, bandwidth {:.3f} GB/s, R^2 {:.5f}, worst error "
+          "  fit {} .. {}: intercept {:.3f} us, bandwidth {:.3f} GB/s, R^2 {:.5f}, worst error "
           "{:.2f} % at {}\n",
           dlsim::format_bytes(dlsim::Bytes(g.min_bytes)),
           dlsim::format_bytes(dlsim::Bytes(g.max_bytes)), g.alpha * 1e6, g.bandwidth() / 1e9, g.r2,
           g.worst_relative_error * 100, dlsim::format_bytes(dlsim::Bytes(g.worst_at_bytes)));
     }
+    o << fmt::format("  latency {:.3f} us (alpha >= 0 over {} .. {})\n", f.latency.alpha * 1e6,
+                     dlsim::format_bytes(dlsim::Bytes(f.latency.min_bytes)),
+                     dlsim::format_bytes(dlsim::Bytes(f.latency.max_bytes)));
     o << fmt::format("  {:>14} {:>12} {:>12} {:>12} {:>9}\n", "size_bytes", "time_us", "fit_us",
                      "busbw_GBps", "error_%");
     const double factor = cal::bus_factor(s.op, s.ranks);
@@ -133,7 +136,8 @@ void add_show(CLI::App& app) {
       ->capture_default_str();
   c->add_option("-o,--output", opt->out, "Write the report to this file (- for stdout)");
   c->callback([opt] {
-    const double min_bytes = dlsim::parse_bytes(opt->min_bytes).value();
+    const double min_bytes =
+        dlsim::parse_flag(opt->min_bytes, "--min-bytes", dlsim::parse_bytes).value();
     std::vector<cal::Results> all;
     for (const auto& f : opt->files) all.push_back(cal::read_results(f));
     dlsim::write_output(opt->out, show_table(all, opt->files, min_bytes,
@@ -165,7 +169,7 @@ void add_fit(CLI::App& app, const std::string& command) {
   c->callback([opt, command] {
     cal::ProfileOptions po;
     po.base = opt->base;
-    po.min_bytes = dlsim::parse_bytes(opt->min_bytes).value();
+    po.min_bytes = dlsim::parse_flag(opt->min_bytes, "--min-bytes", dlsim::parse_bytes).value();
     po.statistic = cal::parse_statistic("--statistic", opt->statistic);
     po.results_files = opt->files;
     po.command = command;

@@ -276,7 +276,7 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
         s.op.rfind("conv", 0) == 0) {
       continue;
     }
-    const auto& first = f.fit.regimes.front();
+    const auto& first = f.latency;
     const auto& big = f.fit.regimes.back();
     out.report.push_back(fmt::format(
         "{} {} on {} ranks / {} nodes: latency {:.2f} us ({} .. {} B), busbw {:.3f} GB/s at the "

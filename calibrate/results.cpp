@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "common/collective_op.hpp"
@@ -240,38 +243,34 @@ ResultsWriter::ResultsWriter(const std::string& path, const Provenance& provenan
       fail_at({path}, "", "already exists (use --resume to continue it, or another name)");
     }
     read_results(path, true);  // checks the header; a cut-short last record is dropped below
-    // Drop a cut-short last record so the next record starts on its own line.
+    // A process killed in the middle of a record's write(2) (only possible for files written
+    // before records were whole writes, or copied by hand) leaves a last line without its
+    // newline: cut it off in one truncate(2), so the next record starts on its own line.
     std::ifstream in(path, std::ios::binary);
-    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (!all.empty() && all.back() != '\n') {
-      all.erase(all.rfind('\n') + 1);
-      std::ofstream rewrite(path, std::ios::binary | std::ios::trunc);
-      rewrite << all;
+      const auto keep = all.rfind('\n') + 1;  // 0 when there is no newline at all
+      if (::truncate(path.c_str(), static_cast<off_t>(keep)) != 0) {
+        fail_at({path}, "", "cannot cut off the incomplete last record");
+      }
     }
-    out_.open(path, std::ios::app);
   } else {
-    out_.open(path);
-    if (out_) {
-      out_ << nlohmann::json{{"kind", kResultsKind},
-                             {"format_version", kResultsFormatVersion},
-                             {"provenance", to_json(provenance)}}
-                  .dump()
-           << '\n'
-           << std::flush;
-    }
+    // The header appears whole or not at all.
+    write_output(path, nlohmann::json{{"kind", kResultsKind},
+                                      {"format_version", kResultsFormatVersion},
+                                      {"provenance", to_json(provenance)}}
+                               .dump() +
+                           "\n");
   }
-  if (!out_) fail_at({path}, "", "cannot write the results file");
+  out_ = std::make_unique<AppendFile>(path);
 }
 
-void ResultsWriter::add(const Measurement& m) {
-  out_ << to_json(m).dump() << '\n' << std::flush;
-  if (!out_) fail_at({path_}, "", "write failed");
-}
+void ResultsWriter::add(const Measurement& m) { out_->append(to_json(m).dump() + "\n"); }
 
 void ResultsWriter::finish(const Provenance& p) {
   nlohmann::json j = {{"kind", kTrailerKind}, {"notes", p.notes}};
   if (p.load_after) j["load_average_after"] = *p.load_after;
-  out_ << j.dump() << '\n' << std::flush;
+  out_->append(j.dump() + "\n");
 }
 
 std::string to_jsonl(const Results& r) {

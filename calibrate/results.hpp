@@ -8,11 +8,14 @@
 #include <cstdint>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "common/output.hpp"
 
 namespace dlsim::calibrate {
 
@@ -97,7 +100,7 @@ class ResultsWriter {
 
  private:
   std::string path_;
-  std::ofstream out_;
+  std::unique_ptr<AppendFile> out_;
 };
 
 // The whole results as JSON Lines text (header, then records), e.g. for an importer's output.

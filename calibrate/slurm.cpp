@@ -161,6 +161,21 @@ void validate_slurm_options(const SlurmOptions& o) {
   check_sbatch_value("--output-dir", o.output_dir, "_.-/+=@~,", "directory for #SBATCH --output");
   if (!o.cpu && !o.mpi) fail_at({}, "--no-cpu", "leaves nothing to run: add --mpi");
   if (!o.cpu && !o.cpu_args.empty()) fail_at({}, "--cpu-args", "given with --no-cpu");
+  if (!o.resume_job.empty()) {
+    if (!std::all_of(o.resume_job.begin(), o.resume_job.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || c == '_'; })) {
+      fail_at({}, "--resume",
+              fmt::format("'{}' is not a Slurm job id", comment_safe(o.resume_job)));
+    }
+    if (o.resume_nodes.empty()) fail_at({}, "--resume", "the job's nodes are not known");
+    for (const auto& n : o.resume_nodes) check_sbatch_value("--resume", n, "_.-", "node name");
+    if (static_cast<int>(o.resume_nodes.size()) != o.nodes) {
+      fail_at({}, "--nodes",
+              fmt::format("job {} ran on {} nodes; resume it with --nodes {}", o.resume_job,
+                          o.resume_nodes.size(), o.resume_nodes.size()));
+    }
+    if (!o.array.empty()) fail_at({}, "--array", "cannot resume a job as an array");
+  }
   if (!o.mpi && !o.mpi_args.empty()) fail_at({}, "--mpi-args", "needs --mpi");
 }
 
@@ -199,6 +214,11 @@ std::string sbatch_script(const SlurmOptions& o) {
   s += fmt::format("#SBATCH --time={}\n", o.time);
   if (!o.constraint.empty()) s += fmt::format("#SBATCH --constraint={}\n", o.constraint);
   if (!o.array.empty()) s += fmt::format("#SBATCH --array={}\n", o.array);
+  if (!o.resume_job.empty()) {
+    std::string list;
+    for (const auto& n : o.resume_nodes) list += (list.empty() ? "" : ",") + n;
+    s += fmt::format("#SBATCH --nodelist={}\n", list);
+  }
   if (o.exclusive) s += "#SBATCH --exclusive\n";
   s += fmt::format("#SBATCH --output={}/slurm-%j.out\n", out_dir);
   s += "set -euo pipefail\n\n";
@@ -206,22 +226,37 @@ std::string sbatch_script(const SlurmOptions& o) {
   s += "# Every value from the command line is single-quoted: the shell takes it literally.\n";
   s += "DLCALIBRATE=" + shell_quote(binary) + "\n";
   s += "OUT=" + shell_quote(out_dir) + "\n";
-  if (o.cpu) s += bash_array("CPU_ARGS", o.cpu_args);
-  if (o.mpi) s += bash_array("MPI_ARGS", o.mpi_args);
-  s += "\n# Results are named by the job id: one directory per job (per task of an array).\n";
-  s += "RUN=\"$OUT/$SLURM_JOB_ID\"\n";
+  // A resumed job's steps skip the points its results files already hold.
+  auto with_resume = [&](std::vector<std::string> args) {
+    if (!o.resume_job.empty()) args.push_back("--resume");
+    return args;
+  };
+  if (o.cpu) s += bash_array("CPU_ARGS", with_resume(o.cpu_args));
+  if (o.mpi) s += bash_array("MPI_ARGS", with_resume(o.mpi_args));
+  if (o.resume_job.empty()) {
+    s += "\n# Results are named by the job id: one directory per job (per task of an array).\n";
+    s += "RUN=\"$OUT/$SLURM_JOB_ID\"\n";
+  } else {
+    s += fmt::format("\n# Finishes job {}: its directory, its nodes, its results files.\n",
+                     o.resume_job);
+    s += fmt::format("RUN=\"$OUT/{}\"\n", o.resume_job);
+  }
   s += "mkdir -p \"$RUN\"\n\n";
 
   s += "# The allocation's nodes, one a line: the topology of the measured cluster.\n";
   s += "scontrol show hostnames \"$SLURM_JOB_NODELIST\" > \"$RUN/nodes.txt\"\n";
   s += "# The NCCL_* settings the collectives run with change their results: keep them.\n";
   s += "{ env | grep '^NCCL_' | sort || true; } > \"$RUN/nccl-env.txt\"\n";
-  s += "{\n";
-  s += "  echo \"SLURM_JOB_ID=$SLURM_JOB_ID\"\n";
-  s += "  echo \"SLURM_JOB_NODELIST=$SLURM_JOB_NODELIST\"\n";
-  s += "  echo \"SLURM_JOB_PARTITION=${SLURM_JOB_PARTITION:-}\"\n";
-  s += "  echo \"SLURM_CLUSTER_NAME=${SLURM_CLUSTER_NAME:-}\"\n";
-  s += "} > \"$RUN/job.env\"\n";
+  if (o.resume_job.empty()) {
+    s += "{\n";
+    s += "  echo \"SLURM_JOB_ID=$SLURM_JOB_ID\"\n";
+    s += "  echo \"SLURM_JOB_NODELIST=$SLURM_JOB_NODELIST\"\n";
+    s += "  echo \"SLURM_JOB_PARTITION=${SLURM_JOB_PARTITION:-}\"\n";
+    s += "  echo \"SLURM_CLUSTER_NAME=${SLURM_CLUSTER_NAME:-}\"\n";
+    s += "} > \"$RUN/job.env\"\n";
+  } else {
+    s += "echo \"RESUMED_BY_JOB=$SLURM_JOB_ID\" >> \"$RUN/job.env\"\n";
+  }
 
   if (o.cpu) {
     s += "\n# CPU memory and GEMM rates: one task per node, each writing cpu-<node>.jsonl. The\n";
@@ -247,6 +282,22 @@ std::string sbatch_script(const SlurmOptions& o) {
   }
   s += "\necho \"dlcalibrate: job $SLURM_JOB_ID done; results in $RUN\"\n";
   return s;
+}
+
+std::vector<std::string> nodes_of_job(const std::string& output_dir, const std::string& job_id) {
+  const fs::path file = fs::path(output_dir) / job_id / "nodes.txt";
+  std::ifstream in(file);
+  if (!in) {
+    fail_at({}, "--resume",
+            fmt::format("no {} (is --output-dir the one job {} wrote to?)", file.string(),
+                        comment_safe(job_id)));
+  }
+  std::vector<std::string> nodes;
+  for (std::string line; std::getline(in, line);) {
+    line = trim(line);
+    if (!line.empty()) nodes.push_back(line);
+  }
+  return nodes;
 }
 
 std::string parse_sbatch_job_id(std::string_view parsable_output) {

@@ -35,7 +35,17 @@ struct SlurmOptions {
   bool mpi = false;         // `dlcalibrate run mpi` under srun --mpi=pmix
   std::vector<std::string> cpu_args, mpi_args;  // passed on to the run subcommands
   std::string command_line;                     // written into the script's header comment
+  // Finishes an earlier job (one killed on a node, or out of time) instead of starting afresh:
+  // the job writes into <output dir>/<resume_job>/, on the nodes it had (resume_nodes, from
+  // its nodes.txt, become #SBATCH --nodelist), and the run steps get --resume, so the points
+  // already on disk are not measured again.
+  std::string resume_job;
+  std::vector<std::string> resume_nodes;
 };
+
+// The nodes an earlier job ran on: <output_dir>/<job>/nodes.txt. InputError naming --resume when
+// the job's directory or its nodes.txt is missing.
+std::vector<std::string> nodes_of_job(const std::string& output_dir, const std::string& job_id);
 
 // Throws InputError naming the flag ("--nodes: ...") for the first bad value.
 void validate_slurm_options(const SlurmOptions& options);

@@ -66,6 +66,9 @@ void add_slurm(CLI::App& app, const std::string& command_line) {
   c->add_flag("--no-cpu", opt->no_cpu, "Leave out the CPU step");
   c->add_flag("--mpi", opt->s.mpi, "Add the srun --mpi=pmix step `dlcalibrate run mpi`");
   c->add_flag("--shared", opt->shared, "Do not ask for the nodes exclusively");
+  c->add_option("--resume", opt->s.resume_job,
+                "Finish job JOBID (killed on a node, or out of time): same nodes and results "
+                "directory; points already measured are skipped");
   c->add_option("--script", opt->script,
                 "Write the script here (default: stdout with --dry-run, "
                 "<output dir>/<job id>/job.sbatch with --submit)");
@@ -75,13 +78,14 @@ void add_slurm(CLI::App& app, const std::string& command_line) {
   c->add_flag("--wait", opt->wait, "With --submit: wait for the job and report its final state")
       ->needs(submit);
   c->add_option("--poll", opt->poll_s, "Seconds between squeue polls with --wait")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0.01, 86400.0));
   c->callback([opt] {
     auto& s = opt->s;
     s.cpu = !opt->no_cpu;
     s.exclusive = !opt->shared;
     s.cpu_args = split_words(opt->cpu_args);
     s.mpi_args = split_words(opt->mpi_args);
+    if (!s.resume_job.empty()) s.resume_nodes = nodes_of_job(s.output_dir, s.resume_job);
     const std::string script = sbatch_script(s);  // validates first: nothing is written before
     if (!opt->submit) {
       dlsim::write_output(opt->script.empty() ? "-" : opt->script, script);
@@ -102,17 +106,21 @@ void add_slurm(CLI::App& app, const std::string& command_line) {
     const std::string out_dir = fs::absolute(s.output_dir).lexically_normal().string();
     std::string kept = path;
     if (opt->script.empty()) {
-      // The script goes with the job's results (the job makes the same directory).
-      const auto run = fs::path(out_dir) / id;
+      // The script goes with the job's results (the job makes the same directory); a resumed
+      // job's script beside the first one's.
+      const auto run = fs::path(out_dir) / (s.resume_job.empty() ? id : s.resume_job);
+      const auto name =
+          s.resume_job.empty() ? std::string("job.sbatch") : fmt::format("resume-{}.sbatch", id);
       fs::create_directories(run, ec);
-      if (!ec) fs::rename(path, run / "job.sbatch", ec);
-      if (!ec) kept = (run / "job.sbatch").string();
+      if (!ec) fs::rename(path, run / name, ec);
+      if (!ec) kept = (run / name).string();
     }
     std::cout << id << "\n" << std::flush;
     std::cerr << fmt::format(
         "dlcalibrate: submitted job {} (script {}); results go to {}/{}/; merge them with: "
         "dlcalibrate collect {} --dir {}\n",
-        id, kept, out_dir, id, id, out_dir);
+        id, kept, out_dir, s.resume_job.empty() ? id : s.resume_job,
+        s.resume_job.empty() ? id : s.resume_job, out_dir);
     if (!opt->wait) return;
     const std::string state = wait_for_job(id, opt->poll_s, &std::cerr);
     if (is_failed_job_state(state)) {

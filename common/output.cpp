@@ -110,6 +110,23 @@ void write_atomically(const std::string& shown, const fs::path& target, const st
 
 }  // namespace
 
+AppendFile::AppendFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY);
+  if (fd_ < 0) fail_errno(path, "cannot open for appending", errno);
+}
+
+AppendFile::~AppendFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void AppendFile::append(const std::string& record) {
+  if (int err = write_all(fd_, record)) fail_errno(path_, "writing failed", err);
+  // Devices and pipes cannot be synced (EINVAL); a regular file's record is on disk after this.
+  if (::fdatasync(fd_) != 0 && errno != EINVAL && errno != EROFS) {
+    fail_errno(path_, "writing failed", errno);
+  }
+}
+
 void write_output(const std::string& path, const std::string& content) {
   if (path.empty() || path == "-") {
     std::cout << content << std::flush;

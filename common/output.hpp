@@ -18,4 +18,22 @@ namespace dlsim {
 
 void write_output(const std::string& path, const std::string& content);
 
+// A file that grows by whole records (JSON Lines written while measuring): each append() is one
+// write(2) of the complete record on a descriptor opened with O_APPEND, then fdatasync(2), so a
+// process killed at any instant leaves only complete records behind, and they survive a crash
+// of the machine. The file must exist (create it with write_output, header included).
+class AppendFile {
+ public:
+  explicit AppendFile(const std::string& path);
+  ~AppendFile();
+  AppendFile(const AppendFile&) = delete;
+  AppendFile& operator=(const AppendFile&) = delete;
+  void append(const std::string& record);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 }  // namespace dlsim

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 
+#include "common/cli.hpp"
 #include "common/output.hpp"
 #include "common/version.hpp"
 #include "validate/readers.hpp"
@@ -33,9 +34,10 @@ void add_import(CLI::App& app) {
   c->add_option("--source-id", o->row.source_id, "source_id column");
   c->add_option("--gpu", o->row.gpu, "gpu column (e.g. V100-SXM2-16GB)");
   c->add_option("--precision", o->row.precision, "precision column (e.g. fp32, mixed(fp16))");
-  c->add_option("--nodes", o->row.nodes, "num_nodes column")->check(CLI::PositiveNumber);
+  c->add_option("--nodes", o->row.nodes, "num_nodes column")
+      ->check(CLI::Range(1, dlsim::kMaxRanks));
   c->add_option("--gpus-per-node", o->row.gpus_per_node, "gpus_per_node column")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, dlsim::kMaxGpusPerNode));
   c->add_option("--data", o->row.data, "data column (default: from the log)");
   c->add_option("--intra-node", o->row.intra_node, "intra_node column (e.g. NVLink(DGX-1))");
   c->add_option("--inter-node", o->row.inter_node, "inter_node column (e.g. 25GbE RoCE)");

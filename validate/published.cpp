@@ -137,8 +137,11 @@ CaseFile read_cases(const std::string& path) {
     // A cluster file (not a preset name) is relative to the cases file, like an include.
     if (o.cluster.size() > 5 && o.cluster.ends_with(".yaml") &&
         std::filesystem::path(o.cluster).is_relative()) {
-      o.cluster =
-          (std::filesystem::path(path).parent_path() / o.cluster).lexically_normal().string();
+      // The cases file's real folder: `..` then climbs from where the file is, also when it
+      // was reached through a symbolic link.
+      o.cluster = (std::filesystem::weakly_canonical(path).parent_path() / o.cluster)
+                      .lexically_normal()
+                      .string();
     }
     o.framework = p.get_or<std::string>("framework", o.framework);
     if (p.has("strategy")) o.strategy = p.get<std::string>("strategy");

@@ -80,6 +80,47 @@ if ((${#mpi[@]})); then
     fail "dlsim predict cannot use the fitted profile"
 fi
 
+step "a job killed on one node mid-sweep, then finished with --resume on the same nodes"
+cpu_args="--ops copy,triad -b 64KiB -e 32MiB -n 5 -w 1"
+killed=$(timeout 60 "$DLCALIBRATE" slurm --nodes 2 --partition "$PARTITION" --time 00:05:00 \
+  --output-dir "$OUT" --submit --cpu-args "$cpu_args" 2>/dev/null) ||
+  fail "could not submit the job to kill"
+file=$OUT/$killed/cpu-node2.jsonl
+for _ in $(seq 600); do
+  [[ -f $file && $(wc -l <"$file") -ge 4 ]] && break
+  sleep 0.1
+done
+[[ -f $file && $(wc -l <"$file") -ge 4 ]] || fail "job $killed wrote no records on node2 in 60 s"
+pkill -9 -f "run cpu -o $file" || fail "no dlcalibrate on node2 to kill"
+for _ in $(seq 300); do
+  [[ -z $(squeue -h -j "$killed" 2>/dev/null) ]] && break
+  sleep 0.2
+done
+before=$(grep -c '"op":' "$file" || true)
+python3 - "$file" <<'PY' || fail "the killed node's results file holds an incomplete record"
+import json, sys
+lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
+assert lines[-1] == "", "the file does not end with a newline"
+for line in lines[:-1]:
+    json.loads(line)
+PY
+step "node2 was killed after $before complete records; resuming job $killed"
+resumed=$(timeout 180 "$DLCALIBRATE" slurm --resume "$killed" --nodes 2 --partition "$PARTITION" \
+  --time 00:05:00 --output-dir "$OUT" --poll 1 --submit --wait --cpu-args "$cpu_args") ||
+  fail "dlcalibrate slurm --resume $killed failed (exit $?): $(cat "$OUT"/slurm-*.out 2>/dev/null | tail -5)"
+n1=$(grep -c '"op":' "$OUT/$killed/cpu-node1.jsonl" || true)
+n2=$(grep -c '"op":' "$file" || true)
+dups=$(grep '"op":' "$file" | python3 -c '
+import json, sys
+keys = [(r["op"], r["bytes"], r.get("shape", "")) for r in map(json.loads, sys.stdin)]
+print(len(keys) - len(set(keys)))')
+((n2 == n1 && dups == 0)) ||
+  fail "after the resume node2 has $n2 records ($dups repeated), node1 $n1"
+grep -q "RESUMED_BY_JOB=$resumed" "$OUT/$killed/job.env" || fail "job.env does not name the resuming job"
+"$DLCALIBRATE" collect "$killed" --dir "$OUT" -o "$OUT/merged-resumed.jsonl" >/dev/null ||
+  fail "collect of the resumed job failed"
+step "ok: job $resumed finished job $killed: node2 $before + $((n2 - before)) records, none twice"
+
 step "a partition Slurm does not know must be one error line and exit code 2"
 set +e
 err=$("$DLCALIBRATE" slurm --nodes 2 --partition nosuchpartition --time 00:05:00 \
