@@ -223,7 +223,9 @@ class Runner {
 
   template <class Emit, class Skip>
   void p2p(const std::vector<double>& sizes, Emit& emit, Skip& skip) {
-    for (const auto& [a, b] : pairs()) {
+    for (const auto& pair : pairs()) {
+      // Named copies: lambdas below use them (clang before 16 cannot capture a binding).
+      const int a = pair.first, b = pair.second;
       const std::string peer = fmt::format("{}-{}", hosts_[static_cast<std::size_t>(a)],
                                            hosts_[static_cast<std::size_t>(b)]);
       const std::string shape = fmt::format("ranks {}-{}", a, b);

@@ -389,6 +389,8 @@ Results import_json(const std::string& path, const std::string& text) {
     fail_at({path, line}, "",
             at_end ? "truncated: the JSON ends before its objects are closed (an interrupted run)"
                    : fmt::format("not valid JSON: {}", e.what()));
+  } catch (const nlohmann::json::exception& e) {  // a number out of range
+    fail_at({path}, "", fmt::format("not valid JSON: {}", e.what()));
   }
   if (!doc.is_object() || !doc.contains("results")) {
     fail_at({path}, "", "not nccl-tests -J output: no 'results' list");

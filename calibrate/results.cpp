@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "common/collective_op.hpp"
 #include "common/error.hpp"
+#include "common/units.hpp"
 
 namespace dlsim::calibrate {
 namespace {
@@ -115,10 +117,15 @@ Provenance provenance_from_json(const nlohmann::json& j, const std::string& file
     (k[0] == 'v' ? p.versions : k[0] == 'e' ? p.environment : p.devices) = std::move(m);
   }
   if (j.contains("notes")) p.notes = get<std::vector<std::string>>(j, "notes", where);
-  if (j.contains("load_average_before")) {
-    p.load_before = get<double>(j, "load_average_before", where);
+  for (auto [key, into] : {std::pair{"load_average_before", &p.load_before},
+                           std::pair{"load_average_after", &p.load_after}}) {
+    if (!j.contains(key)) continue;
+    const double v = get<double>(j, key, where);
+    if (!(v >= 0 && std::isfinite(v))) {
+      fail_at({where}, key, fmt::format("must be a non-negative load average, got {}", v));
+    }
+    *into = v;
   }
-  if (j.contains("load_average_after")) p.load_after = get<double>(j, "load_average_after", where);
   return p;
 }
 
@@ -163,10 +170,18 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
   }
   if (m.ranks < 1) fail_at({where}, "ranks", "must be at least 1");
   if (m.nodes < 1 || m.nodes > m.ranks) fail_at({where}, "nodes", "must be 1 ... ranks");
-  if (m.bytes < 0) fail_at({where}, "bytes", "must not be negative");
+  if (!(m.bytes >= 0 && m.bytes <= kMaxBytes.value())) {
+    fail_at({where}, "bytes", fmt::format("must be in 0 .. 2^60 B, got {}", m.bytes));
+  }
+  if (!(m.flops >= 0 && m.flops <= kMaxFlops.value())) {
+    fail_at({where}, "flops", fmt::format("must be in 0 .. 1e24 FLOP, got {}", m.flops));
+  }
   if (m.samples_s.empty()) fail_at({where}, "samples_s", "has no samples");
   for (double s : m.samples_s) {
-    if (!(s > 0)) fail_at({where}, "samples_s", "every sample must be a positive time in s");
+    if (!(s > 0 && s <= kMaxSeconds.value())) {
+      fail_at({where}, "samples_s",
+              fmt::format("every sample must be a positive time in s (at most 1e6), got {}", s));
+    }
   }
   return m;
 }
@@ -197,12 +212,12 @@ Results read_results(const std::string& path, bool tolerate_truncated_tail) {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(l);
-    } catch (const nlohmann::json::parse_error&) {
+    } catch (const nlohmann::json::exception& e) {  // parse errors, numbers out of range
       if (last && !ends_with_newline && tolerate_truncated_tail && header) break;
       fail_at({path, line_no}, "",
               last && !ends_with_newline
                   ? "the last record is cut short (an interrupted run; --resume re-measures it)"
-                  : "not a JSON record");
+                  : fmt::format("not a JSON record ({})", e.what()));
     }
     if (!header) {
       if (!j.is_object() || j.value("kind", "") != kResultsKind) {

@@ -285,6 +285,10 @@ std::string sbatch_script(const SlurmOptions& o) {
 }
 
 std::vector<std::string> nodes_of_job(const std::string& output_dir, const std::string& job_id) {
+  if (job_id.empty() || !std::all_of(job_id.begin(), job_id.end(),
+                                     [](char c) { return (c >= '0' && c <= '9') || c == '_'; })) {
+    fail_at({}, "--resume", fmt::format("'{}' is not a Slurm job id", comment_safe(job_id)));
+  }
   const fs::path file = fs::path(output_dir) / job_id / "nodes.txt";
   std::ifstream in(file);
   if (!in) {

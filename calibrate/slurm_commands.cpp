@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "calibrate/slurm.hpp"
+#include "common/cli.hpp"
 #include "common/error.hpp"
 #include "common/output.hpp"
 
@@ -78,7 +79,7 @@ void add_slurm(CLI::App& app, const std::string& command_line) {
   c->add_flag("--wait", opt->wait, "With --submit: wait for the job and report its final state")
       ->needs(submit);
   c->add_option("--poll", opt->poll_s, "Seconds between squeue polls with --wait")
-      ->check(CLI::Range(0.01, 86400.0));
+      ->check(dlsim::finite_in(0.01, 86400));
   c->callback([opt] {
     auto& s = opt->s;
     s.cpu = !opt->no_cpu;

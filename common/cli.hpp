@@ -30,6 +30,28 @@ auto parse_flag(const std::string& text, const std::string& flag, Parse parse) {
   }
 }
 
+// A seed: a whole number 0 .. 2^64-1 (CLI11 would wrap "-1" to 2^64-1).
+inline const CLI::Validator kSeed(
+    [](std::string& s) {
+      const bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+      return digits ? std::string() : "must be a non-negative integer, got '" + s + "'";
+    },
+    "UINT");
+
+// A finite number in [lo, hi] (CLI::Range lets NaN through: every comparison with it is false).
+inline CLI::Validator finite_in(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) {
+        double v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        const bool ok =
+            !s.empty() && ec == std::errc() && end == s.data() + s.size() && v >= lo && v <= hi;
+        return ok ? std::string()
+                  : fmt::format("must be a finite number in [{:g}, {:g}], got '{}'", lo, hi, s);
+      },
+      "NUMBER");
+}
+
 // Bounds of the counts the programs take: ranks of a job (one per GPU) and GPUs of one node.
 inline constexpr int kMaxRanks = 1 << 20;
 inline constexpr int kMaxGpusPerNode = 1024;

@@ -13,6 +13,11 @@ LayerGraph::Vertex LayerGraph::add_layer(std::string name, std::shared_ptr<Op> o
     fail_at(where, fmt::format("layer '{}'", name),
             fmt::format("the name is already used at {}", layers_[it->second].where.str()));
   }
+  if (layers_.size() >= kMaxLayers) {
+    fail_at(
+        where, fmt::format("layer '{}'", name),
+        fmt::format("the model has more than {} layers (a repeat count too large?)", kMaxLayers));
+  }
   const Vertex v = boost::add_vertex(graph_);
   by_name_.emplace(name, v);
   layers_.push_back(Layer{std::move(name), std::move(op), {}, std::move(where), {}, {}, {}, false});
@@ -104,6 +109,16 @@ void LayerGraph::finalize() {
       fail_layer(v, from.empty() ? e.what() : fmt::format("{} (inputs: {})", e.what(), from));
     }
     l.requires_grad = grad || !l.params.empty();
+    if (numel(l.output.shape) > kMaxTensorElements) {
+      fail_layer(v, fmt::format("its output {} has more than 2^40 elements per sample",
+                                to_string(l.output.shape)));
+    }
+    for (const auto& p : l.params) {
+      if (numel(p.shape) > kMaxTensorElements) {
+        fail_layer(v,
+                   fmt::format("its parameter {} has more than 2^40 elements", to_string(p.shape)));
+      }
+    }
   }
 
   for (Vertex v : order_) {

@@ -27,6 +27,12 @@ struct Layer {
   bool requires_grad = false;  // the output depends on a learnable parameter
 };
 
+// The largest model a file may describe: layers (a block repeated past it is a typo, not a
+// network; the zoo's largest has a few thousand), and elements of one tensor per sample (2^40:
+// times the largest batch, 2^24, element counts stay below 2^64 and exact in the analysis).
+inline constexpr std::size_t kMaxLayers = 200000;
+inline constexpr double kMaxTensorElements = 1099511627776.0;  // 2^40
+
 class LayerGraph {
  public:
   using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS>;

@@ -167,6 +167,9 @@ class Loader {
     const bool repeated = e.has("repeat");
     const auto repeat = e.get_or<std::int64_t>("repeat", 1);
     if (repeat < 1) e.child("repeat").fail("must be at least 1");
+    if (repeat > static_cast<std::int64_t>(kMaxLayers)) {
+      e.child("repeat").fail(fmt::format("must be at most {}, got {}", kMaxLayers, repeat));
+    }
 
     std::map<std::string, YAML::Node> args, first_args;
     std::vector<std::string> param_names;

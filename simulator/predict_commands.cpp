@@ -99,7 +99,7 @@ void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strat
       ->check(CLI::Range(1, 1000000));
   c->add_option("--seed", f.base.seed, "Seed of the straggler draws")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(kSeed);
   c->add_option("--engine", f.engine, "des or analytic")->capture_default_str();
   c->add_option("--anchor-throughput", f.anchor,
                 "Measured single-GPU samples/s at this batch: compute is scaled to match");

@@ -79,5 +79,59 @@ expect_failure "'layers[0].shape[0]': expected an integer, got 'long'" model sho
 expect_failure "--format" model show googlenet --format xml
 expect_failure "no such file" model show ./missing.yaml
 
+# Every quantity and count of predict/scale/compare, refused where it is parsed.
+p=(predict --model resnet50 --gpus 8)
+expect_failure "--fusion-threshold: '-1MiB' is negative" "${p[@]}" --fusion-threshold -1MiB
+expect_failure "--fusion-threshold: 'nanMiB' is not a size" "${p[@]}" --fusion-threshold nanMiB
+expect_failure "--fusion-threshold: '1e400MiB' is out of range" "${p[@]}" --fusion-threshold 1e400MiB
+expect_failure "--fusion-threshold: unknown unit 'EiB' in '2EiB'" "${p[@]}" --fusion-threshold 2EiB
+expect_failure "--fusion-threshold: '2e18B' is out of range for a size" "${p[@]}" --fusion-threshold 2e18B
+expect_failure "--cycle-time: must be positive" "${p[@]}" --cycle-time 0ms
+expect_failure "--cycle-time: '-1ms' is negative" "${p[@]}" --cycle-time -1ms
+expect_failure "--cycle-time: '1e9s' is out of range for a duration" "${p[@]}" --cycle-time 1e9s
+expect_failure "--bucket-cap: must be positive" "${p[@]}" --framework pytorch-ddp --bucket-cap 0B
+expect_failure "--bucket-cap: 'infMiB' is not a size" "${p[@]}" --framework pytorch-ddp --bucket-cap infMiB
+expect_failure "--first-bucket: must be positive" "${p[@]}" --framework pytorch-ddp --first-bucket 0MiB
+expect_failure "--iterations: Value 0 not in range" "${p[@]}" --iterations 0
+expect_failure "--iterations: Value -3 not in range" "${p[@]}" --iterations -3
+expect_failure "--iterations: Value 99999999999 not in range 1 to 1000000" "${p[@]}" --iterations 99999999999
+expect_failure "--seed: must be a non-negative integer, got '-1'" "${p[@]}" --seed -1
+expect_failure "--seed" "${p[@]}" --seed x
+expect_failure "--gpus-per-node: Value 0 not in range" "${p[@]}" --gpus-per-node 0
+expect_failure "--gpus-per-node: Value -2 not in range" "${p[@]}" --gpus-per-node -2
+expect_failure "--anchor-throughput: must be positive samples/s, got nan" "${p[@]}" --anchor-throughput nan
+expect_failure "--anchor-throughput: must be positive samples/s, got inf" "${p[@]}" --anchor-throughput inf
+expect_failure "--anchor-throughput: must be positive samples/s, got 0" "${p[@]}" --anchor-throughput 0
+expect_failure "--anchor-throughput" "${p[@]}" --anchor-throughput 1e999
+expect_failure "--batch: must be a positive integer (at most 16777216) or 'max', got '0'" "${p[@]}" --batch 0
+expect_failure "--batch: must be a positive integer (at most 16777216) or 'max', got '1e3'" "${p[@]}" --batch 1e3
+expect_failure "--batch: must be a positive integer (at most 16777216) or 'max', got '99999999999999999999'" "${p[@]}" --batch 99999999999999999999
+expect_failure "--ps-servers: Value 0 not in range" "${p[@]}" --framework tf-ps --ps-servers 0
+expect_failure "--ps-servers: Value -1 not in range" "${p[@]}" --framework tf-ps --ps-servers -1
+expect_failure "--ps-servers: Value 2.5 not in range" "${p[@]}" --framework tf-ps --ps-servers 2.5
+expect_failure "--ps-placement: unknown placement 'remote'" "${p[@]}" --framework tf-ps --ps-placement remote
+expect_failure "--ps-device: unknown device 'tpu'" "${p[@]}" --framework tf-ps --ps-device tpu
+expect_failure "--mode: unknown tf-ps mode 'bogus'" "${p[@]}" --framework tf-ps --mode bogus
+expect_failure "--optimizer: unknown optimizer 'lamb'" "${p[@]}" --optimizer lamb
+expect_failure "--set: expected NAME=VALUE, got '=3'" "${p[@]}" --set =3
+expect_failure "model 'resnet50' has no parameter 'seq_len'" "${p[@]}" --set seq_len=64
+expect_failure "--format: unknown format 'xml'" "${p[@]}" --format xml
+expect_failure "--gpus: must be in 1..1048576, got 0" scale --model resnet50 --gpus 1,0
+expect_failure "--gpus: expected an integer, got ''" scale --model resnet50 --gpus 1,,2
+expect_failure "--gpus: expected a list such as 1,2,4,8" scale --model resnet50 --gpus ""
+expect_failure "unknown collective algorithm ''" compare --model resnet50 --gpus 8 --strategy ring,,ps
+expect_failure "--bytes: '0B': a size must be positive" collective --gpus 8 --bytes 0B
+expect_failure "--bytes: '-1MiB' is negative" collective --gpus 8 --bytes -1MiB
+expect_failure "--bytes: MAX is smaller than MIN" collective --gpus 8 --bytes 1MiB:1KiB
+expect_failure "--bytes: step 'x1' must be xF with F > 1" collective --gpus 8 --bytes 1MiB:1GiB:x1
+expect_failure "--bytes: step 'xnan' must be xF with F > 1" collective --gpus 8 --bytes 1MiB:1GiB:xnan
+expect_failure "--bytes: more than 4096 sizes" collective --gpus 8 --bytes 1B:1TiB:x1.001
+expect_failure "--root: rank 8 is not in 0..7" collective --gpus 8 --root 8 --op broadcast
+expect_failure "--ps-servers: Value 0 not in range" collective --gpus 8 --algo ps --ps-servers 0
+expect_failure "--ps-placement: unknown placement 'remote'" collective --gpus 8 --algo ps --ps-placement remote
+expect_failure "--gpus-per-node: Value 0 not in range" collective --gpus 8 --gpus-per-node 0
+expect_failure "--batch: must be at most 16777216, got 99999999999999" model show resnet50 --batch 99999999999999
+expect_failure "--kind: gpus not in {gpu,node,network,library,cluster}" hardware list --kind gpus
+
 echo "$((checked - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

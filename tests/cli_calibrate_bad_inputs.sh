@@ -46,6 +46,33 @@ expect_failure "--minbytes" -o r.jsonl run cpu -b -4KiB
 expect_failure "--iters: must be at least 1" -o r.jsonl run cpu --iters 0
 expect_failure "--partition" --script job.sbatch slurm --nodes 2 --partition "a'b; rm -rf /" --dry-run
 expect_failure "--nodes" --script job.sbatch slurm --nodes 0 --dry-run
+expect_failure "results_negative_time.jsonl:2: samples_s: every sample must be a positive time" -o p.yaml fit "$fx/results_negative_time.jsonl"
+expect_failure "results_negative_bytes.jsonl:2: bytes: must be in 0 .. 2^60 B, got -8" -o r.txt show "$fx/results_negative_bytes.jsonl"
+expect_failure "results_negative_flops.jsonl:2: flops: must be in 0 .. 1e24 FLOP, got -5" -o r.txt show "$fx/results_negative_flops.jsonl"
+expect_failure "results_infinite_time.jsonl:2: not a JSON record ([json.exception.out_of_range.406] number overflow parsing '1e400')" -o r.txt show "$fx/results_infinite_time.jsonl"
+expect_failure "results_zero_ranks.jsonl:2: ranks: must be at least 1" -o r.txt show "$fx/results_zero_ranks.jsonl"
+expect_failure "results_typo_key.jsonl:2: sampels: unknown key" -o r.txt show "$fx/results_typo_key.jsonl"
+expect_failure "load_average_before: must be a non-negative load average, got -3" -o r.txt show "$fx/results_negative_load.jsonl"
+expect_failure "--min-bytes: '-1B' is negative" -o r.txt show "$fx/results_one_allreduce.jsonl" --min-bytes -1B
+expect_failure "--min-bytes: '1e400B' is out of range" -o p.yaml fit "$fx/results_one_allreduce.jsonl" --min-bytes 1e400B
+expect_failure "--conv-layers: must be at least 1" -o r.jsonl run cpu --ops conv_fwd --conv-layers 0
+expect_failure "--stepfactor: must be above 1" -o r.jsonl run cpu --ops copy -f nan
+expect_failure "--warmup: must not be negative" -o r.jsonl run cpu --ops copy -w -1
+expect_failure "--batch: must be positive, got 0" -o r.jsonl run cpu --ops gemm --batch 0
+expect_failure "--max-flops: must be positive" -o r.jsonl run cpu --ops gemm --max-flops 0FLOP
+expect_failure "--min-time: '1e9s' is out of range for a duration" -o r.jsonl run cpu --ops copy --min-time 1e9s
+expect_failure "--minbytes: must be positive" -o r.jsonl run cpu --ops copy -b 0B
+expect_failure "--maxbytes: 1 KiB is below --minbytes 64 KiB" -o r.jsonl run cpu --ops copy -e 1KiB
+expect_failure "--poll: must be a finite number in [0.01, 86400], got '0'" --script job.sbatch slurm --nodes 2 --poll 0 --submit --wait
+expect_failure "--gpus-per-node: must not be negative" --script job.sbatch slurm --nodes 2 --gpus-per-node -1 --dry-run
+expect_failure "--time: '-5' is not a Slurm time limit" --script job.sbatch slurm --nodes 2 --time -5 --dry-run
+expect_failure "--array: '1-;rm' is not a valid job array range" --script job.sbatch slurm --nodes 2 --array "1-;rm" --dry-run
+expect_failure "--job-name: 'a b\$(x)' is not a valid job name" --script job.sbatch slurm --nodes 2 --job-name 'a b$(x)' --dry-run
+expect_failure "--output-dir: '/tmp/a b' is not a valid directory" --script job.sbatch slurm --nodes 2 --output-dir '/tmp/a b' --dry-run
+expect_failure "--resume: no " --script job.sbatch slurm --nodes 2 --resume 12345 --output-dir "$tmp" --dry-run
+expect_failure "--resume: '12;x' is not a Slurm job id" --script job.sbatch slurm --nodes 2 --resume "12;x" --dry-run
+expect_failure "the file is empty" -o r.jsonl import nccl-tests /dev/null
+expect_failure "no '# OSU ... Test' header line" -o r.jsonl import osu /dev/null
 
 # An existing results file is not overwritten without --resume (and stays as it was).
 cp "$fx/results_one_allreduce.jsonl" "$tmp/existing.jsonl"

@@ -112,6 +112,22 @@ expect_failure "no --data file named 'throughput'" --data "$root/validate/data/s
 expect_failure "cannot open the file" --data "$tmp/none.csv" --cases "$tf"
 expect_failure "a scaling_efficiency case needs a single-GPU anchor" \
   --data "$root/validate/data/scaling_claims.csv" --cases "$fx/efficiency_node_anchor.yaml"
+expect_failure "bad_precision.yaml:11:64: 'cases[0].predict.precision': unknown precision 'fp8'" \
+  --data "$tp" --cases "$fx/bad_precision.yaml"
+expect_failure "'cases[0].predict.optimizer': unknown optimizer 'lamb'" --data "$tp" \
+  --cases "$fx/bad_optimizer.yaml"
+expect_failure "'cases[0].predict.engine': unknown engine 'fast'" --data "$tp" --cases "$fx/bad_engine.yaml"
+expect_failure "'cases[0].predict.batch': '0' is not a positive batch or 'max'" --data "$tp" \
+  --cases "$fx/bad_batch.yaml"
+expect_failure "'cases[0].predict.fusion_threshold': '-64MiB' is negative" --data "$tp" \
+  --cases "$fx/negative_fusion.yaml"
+expect_failure "'cases[0].predict.cycle_time': must be positive" --data "$tp" --cases "$fx/zero_cycle.yaml"
+expect_failure "'cases[0].predict.ps_servers': must be at least 1, got 0" --data "$tp" \
+  --cases "$fx/zero_servers.yaml"
+expect_failure "'cases[0].predict.fusion_threshold': '64' has no unit" --data "$tp" \
+  --cases "$fx/bad_quantity_unit.yaml"
+expect_failure "--max-median-error: must be a finite number in [0, 1e+06], got '-1'" --data "$tp" --cases "$tf" --max-median-error -1
+expect_failure "--max-p90-error: must be a finite number in [0, 1e+06], got 'nan'" --data "$tp" --cases "$tf" --max-p90-error nan
 
 [ "$failures" -eq 0 ] && echo "cli_validate: ok"
 [ "$failures" -eq 0 ]

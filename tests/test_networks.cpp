@@ -294,7 +294,9 @@ TEST_CASE("dgx1_nccl_tests_curves_are_reproduced_with_alpha_beta_fitted_on_every
   std::ostringstream report;
   report << "DGX-1 (8 GPUs) nccl-tests busbw, measured vs dlsim ring, fitted on even rows:\n";
   std::map<std::string, double> worst_by_op;
-  for (const auto& [name, curve] : by_op) {
+  for (const auto& op_curve : by_op) {
+    const auto& name = op_curve.first;  // lambdas below use it (clang < 16: no bindings)
+    const auto& curve = op_curve.second;
     const auto op = ops.at(name);
     // t = steps * alpha + wire(S) * bw0 / bw, from two probes per size.
     std::vector<double> a(curve.size()), w(curve.size()), t(curve.size());
@@ -333,10 +335,12 @@ TEST_CASE("dgx1_nccl_tests_curves_are_reproduced_with_alpha_beta_fitted_on_every
   // All-reduce (11 sizes) and all-gather hold within 10 %. Broadcast and reduce-scatter have
   // 4 sizes each; their 16 MB points sit off an alpha-beta line (NCCL's channel count grows
   // with size there), so they are held to 20 % (docs/networks.md, "Validation").
-  for (const auto& [name, limit] : std::map<std::string, double>{{"all_reduce", 0.10},
-                                                                 {"all_gather", 0.10},
-                                                                 {"broadcast", 0.20},
-                                                                 {"reduce_scatter", 0.20}}) {
+  for (const auto& op_limit : std::map<std::string, double>{{"all_reduce", 0.10},
+                                                            {"all_gather", 0.10},
+                                                            {"broadcast", 0.20},
+                                                            {"reduce_scatter", 0.20}}) {
+    const auto& name = op_limit.first;  // CAPTURE needs a variable, not a binding (clang < 16)
+    const double limit = op_limit.second;
     CAPTURE(name);
     CHECK(worst_by_op[name] <= limit);
   }

@@ -271,7 +271,9 @@ TEST_CASE("golden_predictions_hold_to_one_part_in_a_million") {
       CAPTURE(key);
       CHECK(got[key].get<double>() == doctest::Approx(golden[key].get<double>()).epsilon(1e-6));
     }
-    for (const auto& [part, value] : golden["efficiency_loss"].items()) {
+    for (const auto& item : golden["efficiency_loss"].items()) {
+      const std::string part = item.key();  // CAPTURE needs a variable, not a binding
+      const auto& value = item.value();
       CAPTURE(part);
       CHECK(got["efficiency_loss"][part].get<double>() ==
             doctest::Approx(value.get<double>()).epsilon(1e-6).scale(1e-3));

@@ -40,7 +40,9 @@ TEST_CASE("cnn_parameter_counts_equal_torchvision_exactly") {
       {"resnet18", 11689512},  {"resnet34", 21797672},  {"resnet50", 25557032},
       {"resnet101", 44549160}, {"resnet152", 60192808}, {"vgg11", 132863336},
       {"vgg16", 138357544},    {"vgg19", 143667240}};
-  for (const auto& [name, params] : facts) {
+  for (const auto& fact : facts) {
+    const auto& name = fact.first;  // CAPTURE needs a variable, not a binding (clang < 16)
+    const auto params = fact.second;
     CAPTURE(name);
     CHECK(stats(name).params == params);
   }
@@ -61,7 +63,10 @@ TEST_CASE("cnn_forward_macs_within_one_percent_of_torchvision") {
       {"vgg11", 7.609e9, {}},
       {"vgg16", 15.47e9, {}},
       {"vgg19", 19.632e9, {}}};
-  for (const auto& [name, macs, set] : facts) {
+  for (const auto& fact : facts) {
+    const auto& name = std::get<0>(fact);  // CAPTURE needs a variable, not a binding
+    const auto macs = std::get<1>(fact);
+    const auto& set = std::get<2>(fact);
     CAPTURE(name);
     const double err = relative_error(stats(name, set).forward_macs, macs);
     CAPTURE(err);
@@ -83,7 +88,9 @@ TEST_CASE("transformer_parameter_counts_within_half_a_percent_of_reference") {
                                                              {"bert_large", 336226108},
                                                              {"gpt2", 124439808},
                                                              {"gpt2_medium", 354823168}};
-  for (const auto& [name, params] : facts) {
+  for (const auto& fact : facts) {
+    const auto& name = fact.first;  // CAPTURE needs a variable, not a binding (clang < 16)
+    const auto params = fact.second;
     CAPTURE(name);
     const auto p = static_cast<double>(stats(name).params);
     CHECK(p == params);

@@ -52,10 +52,10 @@ void add_published(CLI::App& app, const std::string& command) {
                 "Also write one self-contained HTML page (tables and the figures inlined)");
   c->add_option("--max-median-error", o->max_median,
                 "Exit 1 when a data set's median |error| is above this, in %")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(dlsim::finite_in(0, 1e6));
   c->add_option("--max-p90-error", o->max_p90,
                 "Exit 1 when a data set's P90 |error| is above this, in %")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(dlsim::finite_in(0, 1e6));
   c->callback([o, command] {
     // Everything is read and predicted before any file is written.
     std::vector<val::Table> tables;

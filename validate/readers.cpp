@@ -708,7 +708,7 @@ class TimelineReader {
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(record);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse errors, numbers out of range
       fail(line, "", fmt::format("the record is not JSON ({})", e.what()));
     }
     ++s_.records;

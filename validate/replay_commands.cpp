@@ -58,8 +58,7 @@ void add_replay_command(CLI::App& app, const std::string& command) {
   c->add_option("--strategy", f->o.strategy, "ring or ps (default: the framework's)");
   c->add_option("--steps", f->o.steps, "Timed steps (default 5)");
   c->add_option("--warmup", f->o.warmup, "Untimed steps first (default 2)");
-  c->add_option("--seed", f->o.seed, "Seed of the synthetic data (default 1)")
-      ->check(CLI::NonNegativeNumber);
+  c->add_option("--seed", f->o.seed, "Seed of the synthetic data (default 1)")->check(dlsim::kSeed);
   simulator::add_framework_flags(c, f->fw);
   c->add_option("--source-id", f->o.source_id, "source_id of the CSV row (default replay)");
   c->add_option("--inter-node", f->o.inter_node,
