@@ -8,14 +8,22 @@
 // A truncated file, a file of another format or test, or a row that does not parse is an
 // InputError naming the file, line and problem.
 
+#include <optional>
 #include <string>
 
 #include "calibrate/results.hpp"
 
 namespace dlsim::calibrate {
 
-Results import_nccl_tests(const std::string& path);
-Results import_osu(const std::string& path);
+// What a log may leave unsaid, given by the user (--op, --ranks, --nodes). A value the log states
+// otherwise is an InputError naming the flag.
+struct ImportOptions {
+  std::string op;  // allreduce, allgather, reducescatter, broadcast, reduce, alltoall
+  std::optional<int> ranks, nodes;
+};
+
+Results import_nccl_tests(const std::string& path, const ImportOptions& options = {});
+Results import_osu(const std::string& path, const ImportOptions& options = {});
 
 // An NCCL topology dump (the XML NCCL writes to NCCL_TOPO_DUMP_FILE) -> the YAML text of a dlsim
 // node profile (`kind: node`) with the dump's fabric graph; the mapping is described in

@@ -30,7 +30,9 @@
 #include <sstream>
 
 #include "calibrate/import.hpp"
+#include "calibrate/log_text.hpp"
 #include "common/error.hpp"
+#include "common/units.hpp"
 
 namespace dlsim::calibrate {
 namespace {
@@ -75,7 +77,8 @@ double half_unit(const std::string& token) {
 std::string op_from_test(const std::string& test) {
   static const std::map<std::string, std::string> ops = {
       {"all_reduce", "allreduce"}, {"all_gather", "allgather"}, {"reduce_scatter", "reducescatter"},
-      {"broadcast", "broadcast"},  {"reduce", "reduce"},        {"alltoall", "alltoall"}};
+      {"broadcast", "broadcast"},  {"reduce", "reduce"},        {"alltoall", "alltoall"},
+      {"sendrecv", "sendrecv"}};
   const auto it = ops.find(test);
   return it == ops.end() ? "" : it->second;
 }
@@ -137,18 +140,32 @@ void check_busbw(const SourceLocation& where, const std::string& field, const st
   }
 }
 
-// What the text log says about one run (one table), gathered from the lines before its header.
+// Element size of an nccl-tests type name (B).
+double type_bytes(const std::string& type) {
+  static const std::map<std::string, double> sizes = {
+      {"float", 4}, {"half", 2},   {"double", 8}, {"bfloat16", 2}, {"int8", 1},
+      {"uint8", 1}, {"char", 1},   {"int32", 4},  {"int", 4},      {"uint32", 4},
+      {"int64", 8}, {"uint64", 8}, {"f8e4m3", 1}, {"f8e5m2", 1}};
+  const auto it = sizes.find(type);
+  return it == sizes.end() ? 0 : it->second;
+}
+
+const char* const kOpChoices = "allreduce, allgather, reducescatter, broadcast, reduce, alltoall";
+
+// What the log says about one run (one table), gathered from the lines before its header.
 struct RunInfo {
-  std::string test;  // all_reduce, ...
-  std::vector<std::pair<int, std::string>> rank_hosts;
-  int threads_x_gpus = 0;  // from "# nThread T nGpus G"
-  int processes = 0;       // from an echoed mpirun/srun command line
+  std::string test;                       // all_reduce, ... ("" when the run does not name it)
+  int test_line = 0;                      // where it was named
+  std::map<int, std::string> rank_hosts;  // rank -> host, from "#  Rank N ... on HOST"
+  int threads_x_gpus = 0;                 // from "# nThread T nGpus G"
+  int processes = 0;                      // from an echoed mpirun/srun line, or SLURM_NTASKS=
+  int nodes = 0;                          // from an echoed srun -N / SLURM_NNODES=
 };
 
 struct Columns {
-  std::size_t count = 0;  // header tokens; a data row has at least as many
-  std::size_t size = 0, type = 0, time = 0, algbw = 0, busbw = 0;
-  std::optional<std::size_t> in_place_time, wrong;
+  std::size_t count = 0;  // header tokens; a complete data row has at least as many
+  std::size_t size = 0, count_col = 0, type = 0, time = 0, algbw = 0, busbw = 0;
+  std::optional<std::size_t> redop, root, in_place_time, wrong;
 };
 
 std::optional<Columns> parse_header(const std::string& line) {
@@ -156,15 +173,22 @@ std::optional<Columns> parse_header(const std::string& line) {
   const auto tokens = split_ws(line.substr(1));
   Columns c;
   c.count = tokens.size();
-  bool size = false, type = false, time = false, algbw = false, busbw = false;
+  bool size = false, count = false, type = false, time = false, algbw = false, busbw = false;
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     const auto& t = tokens[i];
     if ((t == "size" || t == "bytes") && !size) {
       c.size = i;
       size = true;
+    } else if (t == "count" && !count) {
+      c.count_col = i;
+      count = true;
     } else if (t == "type" && !type) {
       c.type = i;
       type = true;
+    } else if (t == "redop" && !c.redop) {
+      c.redop = i;
+    } else if (t == "root" && !c.root) {
+      c.root = i;
     } else if (t == "time" || t == "cputime") {
       if (!time) {
         c.time = i;
@@ -182,55 +206,291 @@ std::optional<Columns> parse_header(const std::string& line) {
       c.wrong = i;
     }
   }
-  if (!(size && time && algbw && busbw)) return std::nullopt;
-  if (!type) return std::nullopt;
+  if (!(size && count && type && time && algbw && busbw)) return std::nullopt;
   return c;
 }
 
-Results import_text(const std::string& path, const std::vector<std::string>& lines) {
-  static const std::regex rank_line(
-      R"(^#\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*?)\s*$)");
-  static const std::regex nthread(R"(^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+))");
-  static const std::regex nccl_version(R"(NCCL version\s+(\S+))");
-  static const std::regex tests_version(R"(nccl-tests version\s+(\S+))");
-  static const std::regex library_code(R"(nccl-library=(\d+))");
-  static const std::regex env_token(R"((?:^|\s)(NCCL_[A-Z0-9_]+)=(\S*))");
-  static const std::regex env_info(R"(NCCL INFO\s+(NCCL_[A-Z0-9_]+) set by environment to (\S+))");
-  // Before the binary's name: nccl-tests' own "-n" is its iteration count.
-  static const std::regex processes(R"((?:^|\s)(?:-np|-n|--np|--ntasks)[\s=](\d+))");
+// One data row, as printed.
+struct Row {
+  int line = 0;
+  std::vector<std::string> tokens;
+};
 
+// A row cut by the test's own failure report ("node0: Test CUDA failure common.cu:389 ...").
+std::optional<std::string> failure_in(const std::string& text) {
+  static const std::regex failure(
+      R"((Test (CUDA |NCCL )?failure.*|Test failure.*|NCCL failure.*))");
+  std::smatch m;
+  if (std::regex_search(text, m, failure)) return m[1].str();
+  return std::nullopt;
+}
+
+// The collective a table measured, from its columns and the values of its first row, where they
+// decide it: a root means broadcast (no reduction) or reduce; without one, a reduction is an
+// allreduce when each rank's count is the whole buffer and a reduce-scatter when it is a 1/n
+// share; no reduction and a 1/n share is an allgather or an alltoall, which nothing printed
+// tells apart. "" when undecided; `choices` then names the candidates.
+std::string op_from_columns(const Columns& c, const Row& first, const Row& last, int ranks,
+                            std::string& choices) {
+  const auto& t = first.tokens;
+  // busbw / algbw of the largest row: 2(n-1)/n (allreduce, in [1, 2) for n >= 2) or (n-1)/n
+  // (reduce-scatter, allgather, alltoall: below 1), nccl-tests doc/PERFORMANCE.md.
+  const double algbw = to_number(last.tokens[c.algbw]).value_or(0);
+  const double busbw = to_number(last.tokens[c.busbw]).value_or(0);
+  std::optional<bool> full_factor;  // the ratio is allreduce's, not a 1/n share's
+  if (algbw > 0 && busbw > 0) {
+    if (busbw > algbw * 1.01) full_factor = true;
+    if (busbw < algbw * 0.99) full_factor = false;
+  }
+  std::optional<bool> reduces, rooted;
+  if (c.redop) reduces = t[*c.redop] != "none";
+  if (c.root) {
+    const auto root = to_number(t[*c.root]);
+    rooted = root && *root >= 0;
+  }
+  // Old layouts: a root column alone (broadcast), a redop column alone (a reduction, unrooted).
+  if (c.root && !c.redop) reduces = false;
+  if (c.redop && !c.root) rooted = false;
+  const double bytes = to_number(t[c.size]).value_or(0);
+  const double count = to_number(t[c.count_col]).value_or(0);
+  const double elem = type_bytes(t[c.type]);
+  std::optional<bool> share;  // count is a 1/n share of the size
+  if (elem > 0 && bytes > 0 && count > 0 && ranks > 1) {
+    if (std::abs(count * elem - bytes) < 0.5) share = false;
+    if (std::abs(count * elem * ranks - bytes) < 0.5 * ranks) share = true;
+  }
+  if (rooted && *rooted) {
+    if (reduces) return *reduces ? "reduce" : "broadcast";
+    choices = "broadcast, reduce";
+    return "";
+  }
+  if (reduces && *reduces && rooted) {
+    if (share) return *share ? "reducescatter" : "allreduce";
+    if (full_factor) return *full_factor ? "allreduce" : "reducescatter";
+    choices = "allreduce, reducescatter";
+    return "";
+  }
+  if (reduces && !*reduces && rooted) {
+    choices = share && !*share ? "sendrecv (not imported)" : "allgather, alltoall";
+    return "";
+  }
+  choices = kOpChoices;
+  return "";
+}
+
+// Ranks from the ratio busbw / algbw = F(n) of the largest row, for ops whose bus factor depends
+// on n (nccl-tests doc/PERFORMANCE.md): 2(n-1)/n or (n-1)/n.
+std::optional<int> ranks_from_bus_factor(const std::string& op, double algbw, double busbw) {
+  if (!(algbw > 0) || !(busbw > 0)) return std::nullopt;
+  const double r = busbw / algbw;
+  double n = 0;
+  if (op == "allreduce") {
+    if (r >= 2) return std::nullopt;
+    n = 2 / (2 - r);
+  } else if (op == "allgather" || op == "reducescatter" || op == "alltoall") {
+    if (r >= 1) return std::nullopt;
+    n = 1 / (1 - r);
+  } else {
+    return std::nullopt;
+  }
+  const double rounded = std::round(n);
+  if (rounded < 1 || std::abs(n - rounded) > 0.05 * rounded) return std::nullopt;
+  return static_cast<int>(rounded);
+}
+
+struct TextReader {
+  const LogText& log;
+  const ImportOptions& options;
   Results r;
-  r.provenance.tool = kTool;
-  r.provenance.source = path;
   std::set<std::string> gpus;
-  std::optional<std::string> first_test;  // any test named anywhere, for a table before its name
   RunInfo run;
   std::optional<Columns> table;
-  std::string op;
-  int ranks = 0, nodes = 0;
+  int table_line = 0;
+  std::vector<Row> rows;
+  bool elided = false;
   int tables = 0;
 
-  for (const auto& l : lines) {
-    if (auto t = test_in_line(l)) {
-      if (!first_test) first_test = *t;
+  SourceLocation at(int line) const { return {log.path, line}; }
+
+  void metadata(const std::string& l) {
+    static const std::regex rank_line(
+        R"(^#\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*?)\s*$)");
+    static const std::regex nthread(R"(^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+))");
+    static const std::regex nccl_version(R"(NCCL version\s+(\d+\.\d+\.\d+\S*))");
+    static const std::regex tests_version(R"(nccl-tests version\s+(\S+))");
+    static const std::regex library_code(R"(nccl-library=(\d+))");
+    static const std::regex env_token(R"((?:^|\s)(NCCL_[A-Z0-9_]+)=(\S*))");
+    static const std::regex env_info(
+        R"(NCCL INFO\s+(NCCL_[A-Z0-9_]+) set by environment to (\S+))");
+    static const std::regex slurm_tasks(R"(^SLURM_NTASKS=(\d+)\s*$)");
+    static const std::regex slurm_nodes(R"(^SLURM_(?:JOB_)?NNODES=(\d+)\s*$)");
+    std::smatch m;
+    if (std::regex_search(l, m, nthread)) {
+      run.rank_hosts.clear();  // a new run: its device lines follow
+      run.threads_x_gpus = std::stoi(m[1].str()) * std::stoi(m[2].str());
+    } else if (std::regex_search(l, m, rank_line)) {
+      run.rank_hosts[std::stoi(m[1].str())] = m[2].str();
+      add_host(r.provenance, m[2].str());
+      if (m[3].length() > 0) gpus.insert(m[3].str());
     }
+    if (std::regex_search(l, m, nccl_version)) {
+      record_nccl_version(r.provenance, m[1].str());
+    } else if (std::regex_search(l, m, library_code) && !r.provenance.versions.count("nccl")) {
+      r.provenance.versions["nccl"] = nccl_version_from_code(std::stol(m[1].str()));
+    }
+    if (std::regex_search(l, m, tests_version)) r.provenance.versions["nccl-tests"] = m[1].str();
+    if (std::regex_search(l, m, env_info)) {
+      std::string value = m[2].str();
+      if (value.size() > 1 && value.back() == '.')
+        value.pop_back();  // "... set by environment to 0."
+      r.provenance.environment[m[1].str()] = value;
+    } else if (l.find("NCCL INFO") == std::string::npos) {
+      for (std::sregex_iterator it(l.begin(), l.end(), env_token), end; it != end; ++it) {
+        r.provenance.environment[(*it)[1].str()] = (*it)[2].str();
+      }
+    }
+    if (std::regex_search(l, m, slurm_tasks)) run.processes = std::stoi(m[1].str());
+    if (std::regex_search(l, m, slurm_nodes)) run.nodes = std::stoi(m[1].str());
   }
 
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    const int line_no = static_cast<int>(i) + 1;
-    const SourceLocation where{path, line_no};
-    const std::string& l = lines[i];
-    const auto tokens = split_ws(l);
-    const bool data_row = !tokens.empty() && all_digits(tokens[0]);
+  // A command line or shell prompt that starts a test: the test it names, the processes of the
+  // launcher before it (mpirun -np N, srun -n N, -N nodes).
+  void command(const LogLine& line, const std::string& test) {
+    static const std::regex processes(R"((?:^|\s)(?:-np|-n|--np|--ntasks)[\s=](\d+))");
+    static const std::regex nodes(R"((?:^|\s)(?:-N|--nodes)[\s=](\d+))");
+    const std::string& l = line.text;
+    run.test = test;
+    run.test_line = line.number;
+    if (l.find("Collective test starting") != std::string::npos) return;
+    if (r.provenance.command.empty()) {
+      const auto from = l.find_first_not_of("+$>#: ");
+      r.provenance.command = from == std::string::npos ? l : l.substr(from);
+    }
+    const std::string launcher = l.substr(0, l.find("_perf"));
     std::smatch m;
+    if (std::regex_search(launcher, m, processes)) run.processes = std::stoi(m[1].str());
+    if (std::regex_search(launcher, m, nodes)) run.nodes = std::stoi(m[1].str());
+  }
 
-    if (table && data_row) {
-      const Columns& c = *table;
-      if (tokens.size() < c.count) {
-        fail_at(where, "",
-                fmt::format("truncated: the row has {} of the {} columns of the header",
-                            tokens.size(), c.count));
+  // Turns the table's rows into measurements, once the table has ended.
+  void finish_table(bool footer) {
+    const Columns c = *table;
+    table.reset();
+    if (rows.empty()) {
+      fail_at(at(table_line), "", "the nccl-tests results table has no rows");
+    }
+    if (!footer) {
+      r.provenance.notes.push_back(fmt::format(
+          "{}:{}: the table has no '# Avg bus bandwidth' line after it (the log as copied ends "
+          "the table at line {})",
+          log.path, table_line, rows.back().line));
+    }
+    if (elided) {
+      r.provenance.notes.push_back(
+          fmt::format("{}:{}: rows of the table were left out where the log was copied ('...')",
+                      log.path, table_line));
+      elided = false;
+    }
+    // Ranks: the device lines (the highest rank + 1: a copy may list only some), else threads
+    // x GPUs x processes, else the user's --ranks, else the bus factor of the largest row.
+    int ranks = 0;
+    std::string ranks_from;
+    if (!run.rank_hosts.empty()) {
+      ranks = run.rank_hosts.rbegin()->first + 1;
+      ranks_from = "its '#  Rank' device lines";
+    } else if (run.processes > 0) {
+      ranks = std::max(1, run.threads_x_gpus) * run.processes;
+      ranks_from = "nThread x nGpus x the processes of its launcher";
+    } else if (options.ranks) {
+      ranks = *options.ranks;
+      ranks_from = "--ranks";
+    }
+    if (options.ranks && ranks != *options.ranks && ranks_from != "--ranks") {
+      fail_at(at(table_line), "--ranks",
+              fmt::format("the log says {} ranks ({}), not {}", ranks, ranks_from, *options.ranks));
+    }
+
+    // The operation: named by the run, by --op, or decided by the columns.
+    std::string op = run.test.empty() ? std::string() : op_from_test(run.test);
+    if (!run.test.empty() && op.empty()) {
+      fail_at(at(run.test_line), "",
+              fmt::format("nccl-tests test '{}_perf' is not imported (all_reduce, all_gather, "
+                          "reduce_scatter, broadcast, reduce, alltoall and sendrecv are)",
+                          run.test));
+    }
+    if (!options.op.empty()) {
+      if (!op.empty() && op != options.op) {
+        fail_at(at(run.test_line), "--op",
+                fmt::format("the log names {}_perf ({}), not {}", run.test, op, options.op));
       }
+      op = options.op;
+    }
+    if (op.empty()) {
+      std::string choices;
+      const int known = ranks > 0 ? ranks : std::max(1, run.threads_x_gpus);
+      // The first row that moves bytes says whether a count is a 1/n share.
+      const auto moving = std::find_if(rows.begin(), rows.end(), [&](const Row& row) {
+        return to_number(row.tokens[c.size]).value_or(0) > 0;
+      });
+      op = op_from_columns(c, moving == rows.end() ? rows.front() : *moving, rows.back(), known,
+                           choices);
+      if (op.empty()) {
+        fail_at(at(table_line), "",
+                fmt::format("cannot tell which collective this table measured (the log names no "
+                            "*_perf binary and its columns fit {}): give --op with one of {}",
+                            choices, kOpChoices));
+      }
+      r.provenance.notes.push_back(
+          fmt::format("{}:{}: the operation ({}) was decided by the table's columns and counts",
+                      log.path, table_line, op));
+    }
+    if (ranks == 0) {
+      const auto& last = rows.back().tokens;
+      if (auto n = ranks_from_bus_factor(op, to_number(last[c.algbw]).value_or(0),
+                                         to_number(last[c.busbw]).value_or(0))) {
+        ranks = *n;
+        ranks_from = "busbw / algbw of its largest row";
+      } else if (run.threads_x_gpus > 0) {
+        ranks = run.threads_x_gpus;
+        ranks_from = "nThread x nGpus (one process)";
+      } else {
+        fail_at(at(table_line), "",
+                "cannot tell how many ranks ran: the log has no '#  Rank' device lines, no "
+                "launcher line and no '# nThread' line, and the bus factor does not decide: give "
+                "--ranks");
+      }
+    }
+    if (run.rank_hosts.empty()) {
+      r.provenance.notes.push_back(
+          fmt::format("{}:{}: {} ranks from {}", log.path, table_line, ranks, ranks_from));
+    }
+    int nodes = 0;
+    if (!run.rank_hosts.empty()) {
+      std::set<std::string> hosts;
+      for (const auto& [rank, host] : run.rank_hosts) hosts.insert(host);
+      nodes = static_cast<int>(hosts.size());
+    }
+    if (options.nodes) {
+      if (nodes > 0 && nodes != *options.nodes) {
+        fail_at(at(table_line), "--nodes",
+                fmt::format("the log's device lines name {} hosts, not {}", nodes, *options.nodes));
+      }
+      nodes = *options.nodes;
+    }
+    if (nodes == 0 && run.nodes > 0) nodes = run.nodes;
+    if (nodes == 0) {
+      nodes = 1;
+      r.provenance.notes.push_back(fmt::format(
+          "{}:{}: the log names no hosts; the {} ranks are taken as one node (give --nodes)",
+          log.path, table_line, ranks));
+    }
+    if (nodes > ranks) {
+      fail_at(at(table_line), "--nodes", fmt::format("{} nodes for {} ranks", nodes, ranks));
+    }
+
+    for (const auto& row : rows) {
+      const SourceLocation where = at(row.line);
+      const auto& tokens = row.tokens;
       auto number = [&](std::size_t col, const char* name) {
         const auto v = to_number(tokens[col]);
         if (!v) fail_at(where, name, fmt::format("'{}' is not a number", tokens[col]));
@@ -241,6 +501,7 @@ Results import_text(const std::string& path, const std::vector<std::string>& lin
       const double algbw = number(c.algbw, "algbw");
       const double busbw = number(c.busbw, "busbw");
       if (!(time_us > 0)) fail_at(where, "time", "must be a positive time in us");
+      if (bytes > kMaxBytes.value()) fail_at(where, "size", "is above 2^60 B");
       check_busbw(where, "busbw", op, ranks, algbw, busbw,
                   half_unit(tokens[c.busbw]) + half_unit(tokens[c.algbw]) * bus_factor(op, ranks));
       const auto dtype = dtype_of(tokens[c.type]);
@@ -254,113 +515,103 @@ Results import_text(const std::string& path, const std::vector<std::string>& lin
       meas.bytes = bytes;
       meas.dtype = *dtype;
       meas.samples_s = {time_us * 1e-6};
-      meas.params["source_line"] = std::to_string(line_no);
-      if (c.in_place_time) {
-        number(*c.in_place_time, "in-place time");
-        meas.params["in_place_time_us"] = tokens[*c.in_place_time];
+      meas.params["source_line"] = std::to_string(row.line);
+      meas.params["busbw_GBps"] = tokens[c.busbw];
+      if (c.in_place_time && *c.in_place_time < tokens.size()) {
+        if (to_number(tokens[*c.in_place_time])) {
+          meas.params["in_place_time_us"] = tokens[*c.in_place_time];
+        }
       }
-      if (c.wrong) {
+      if (c.wrong && *c.wrong < tokens.size()) {
         const auto wrong = to_number(tokens[*c.wrong]);
         if (wrong && *wrong != 0) meas.params["wrong_elements"] = tokens[*c.wrong];
       }
       r.measurements.push_back(std::move(meas));
-      continue;
     }
-    if (table && l.find("Avg bus bandwidth") != std::string::npos) {
-      table.reset();
-      continue;
-    }
-    if (data_row) continue;  // a row with no header before it: not a table we can read
+    rows.clear();
+    ++tables;
+  }
 
-    if (auto t = test_in_line(l)) run.test = *t;
-    if (std::regex_search(l, m, nthread)) {
-      // A new run: its device lines follow.
-      run.rank_hosts.clear();
-      run.threads_x_gpus = std::stoi(m[1].str()) * std::stoi(m[2].str());
-    } else if (std::regex_search(l, m, rank_line)) {
-      run.rank_hosts.emplace_back(std::stoi(m[1].str()), m[2].str());
-      add_host(r.provenance, m[2].str());
-      if (m[3].length() > 0) gpus.insert(m[3].str());
-    }
-    if (std::regex_search(l, m, nccl_version)) {
-      record_nccl_version(r.provenance, m[1].str());
-    } else if (std::regex_search(l, m, library_code) && !r.provenance.versions.count("nccl")) {
-      r.provenance.versions["nccl"] = nccl_version_from_code(std::stol(m[1].str()));
-    }
-    if (std::regex_search(l, m, tests_version)) r.provenance.versions["nccl-tests"] = m[1].str();
-    if (std::regex_search(l, m, env_info)) {
-      r.provenance.environment[m[1].str()] = m[2].str();
-    } else {
-      for (std::sregex_iterator it(l.begin(), l.end(), env_token), end; it != end; ++it) {
-        r.provenance.environment[(*it)[1].str()] = (*it)[2].str();
+  void read() {
+    r.provenance.tool = kTool;
+    r.provenance.source = log.path;
+    const auto& lines = log.lines;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      const LogLine& line = lines[i];
+      const std::string& l = line.text;
+      const bool noise = is_library_noise(l);
+      if (noise) {
+        metadata(l);
+        continue;  // NCCL INFO, UCX, MPI lines: also inside a table
+      }
+      const auto tokens = split_ws(l);
+      const bool data_row = !tokens.empty() && all_digits(tokens[0]);
+      if (table) {
+        if (data_row) {
+          if (auto f = failure_in(l)) {
+            fail_at(at(line.number), "", fmt::format("the run failed in this row: {}", *f));
+          }
+          if (tokens.size() < table->count) {
+            const bool last = i + 1 == lines.size();
+            if (i + 1 < lines.size()) {
+              if (auto f = failure_in(lines[i + 1].text)) {
+                fail_at(at(line.number), "", fmt::format("the run failed in this row: {}", *f));
+              }
+            }
+            fail_at(at(line.number), "",
+                    fmt::format("truncated: the row has {} of the {} columns of the header{}",
+                                tokens.size(), table->count,
+                                last && !log.ends_with_newline ? " (the file ends in it)" : ""));
+          }
+          if (i + 1 == lines.size() && !log.ends_with_newline) {
+            fail_at(at(line.number), "",
+                    "truncated: the last row has no end of line (the output was cut short)");
+          }
+          rows.push_back({line.number, tokens});
+          continue;
+        }
+        if (l.find("Avg bus bandwidth") != std::string::npos ||
+            l.find("Collective test concluded") != std::string::npos) {
+          finish_table(true);
+          continue;
+        }
+        if (l.find("Out of bounds values") != std::string::npos || l == "#" || l.empty()) {
+          continue;
+        }
+        if (l.find_first_not_of('.') == std::string::npos) {
+          elided = true;  // "..." where a document left rows out
+          continue;
+        }
+        if (l[0] == '#' && !parse_header(l) && l.find("nThread") == std::string::npos &&
+            l.find("Collective test starting") == std::string::npos) {
+          continue;  // the units line "(B) (elements) ..." and the like
+        }
+        if (auto f = failure_in(l)) {
+          fail_at(at(line.number), "", fmt::format("the run failed: {}", *f));
+        }
+        finish_table(false);  // prose, a fence, the next run: the table ended without a footer
+      }
+      if (data_row) continue;  // a row with no header before it: not a table we can read
+      if (auto t = test_in_line(l)) command(line, *t);
+      metadata(l);
+      if (auto c = parse_header(l)) {
+        table = c;
+        table_line = line.number;
       }
     }
-    if (l.empty() || l[0] != '#') {
-      if (test_in_line(l)) {
-        if (r.provenance.command.empty())
-          r.provenance.command = l.substr(l.find_first_not_of("+$ "));
-        const std::string launcher = l.substr(0, l.find("_perf"));
-        if (std::regex_search(launcher, m, processes)) run.processes = std::stoi(m[1].str());
-      }
-      continue;
+    if (table) finish_table(false);
+    if (tables == 0) {
+      fail_at({log.path}, "",
+              "not nccl-tests output: no column header line ('#  size  count  type ... time  "
+              "algbw  busbw ...')");
     }
-
-    if (auto c = parse_header(l)) {
-      const std::string test = !run.test.empty() ? run.test : first_test.value_or("");
-      if (test.empty()) {
-        fail_at(where, "",
-                "cannot tell which collective this table measured: the file names no nccl-tests "
-                "binary (no '# Collective test starting:' line or *_perf command line)");
-      }
-      op = op_from_test(test);
-      if (op.empty()) {
-        fail_at(where, "",
-                fmt::format("nccl-tests test '{}_perf' is not supported (all_reduce, all_gather, "
-                            "reduce_scatter, broadcast, reduce and alltoall are)",
-                            test));
-      }
-      std::set<int> rank_ids;
-      std::set<std::string> hosts;
-      for (const auto& [rank, host] : run.rank_hosts) {
-        rank_ids.insert(rank);
-        hosts.insert(host);
-      }
-      if (!rank_ids.empty()) {
-        ranks = static_cast<int>(rank_ids.size());
-        nodes = static_cast<int>(hosts.size());
-      } else {
-        // No device lines: nThread x nGpus per process, times the processes of an echoed
-        // mpirun/srun line (one without); the node count is then unknown.
-        ranks = std::max(1, run.threads_x_gpus) * std::max(1, run.processes);
-        nodes = 1;
-        r.provenance.notes.push_back(fmt::format(
-            "{}:{}: no '#  Rank' device lines: {} ranks from nThread x nGpus x processes, "
-            "node count assumed 1",
-            path, line_no, ranks));
-      }
-      table = c;
-      ++tables;
+    if (!gpus.empty()) {
+      std::string all;
+      for (const auto& g : gpus) all += (all.empty() ? "" : ", ") + g;
+      r.provenance.devices["gpu"] = all;
     }
   }
-  if (table) {
-    fail_at({path, static_cast<int>(lines.size())}, "",
-            fmt::format("truncated: the file ends at line {} inside the results table (no "
-                        "'# Avg bus bandwidth' line after it)",
-                        lines.size()));
-  }
-  if (tables == 0) {
-    fail_at({path}, "",
-            "not nccl-tests output: no column header line ('#  size  count  type ... time  algbw  "
-            "busbw ...')");
-  }
-  if (r.measurements.empty()) fail_at({path}, "", "the nccl-tests results table has no rows");
-  if (!gpus.empty()) {
-    std::string all;
-    for (const auto& g : gpus) all += (all.empty() ? "" : ", ") + g;
-    r.provenance.devices["gpu"] = all;
-  }
-  return r;
-}
+};
 
 // ---- JSON (-J) ----
 
@@ -377,7 +628,8 @@ double json_number(const nlohmann::json& j, const std::string& path, const std::
   return j.get<double>();
 }
 
-Results import_json(const std::string& path, const std::string& text) {
+Results import_json(const std::string& path, const std::string& text,
+                    const ImportOptions& options) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text);
@@ -415,16 +667,25 @@ Results import_json(const std::string& path, const std::string& text) {
     }
     if (auto t = test_in_line(r.provenance.command)) test = *t;
   }
-  if (test.empty()) {
+  std::string op = test.empty() ? std::string() : op_from_test(test);
+  if (!test.empty() && op.empty()) {
     fail_at({path}, "args",
-            "cannot tell which collective was measured: no nccl-tests binary in 'args'");
-  }
-  const std::string op = op_from_test(test);
-  if (op.empty()) {
-    fail_at({path}, "args",
-            fmt::format("nccl-tests test '{}_perf' is not supported (all_reduce, all_gather, "
+            fmt::format("nccl-tests test '{}_perf' is not imported (all_reduce, all_gather, "
                         "reduce_scatter, broadcast, reduce and alltoall are)",
                         test));
+  }
+  if (!options.op.empty()) {
+    if (!op.empty() && op != options.op) {
+      fail_at({path}, "--op",
+              fmt::format("the log names {}_perf ({}), not {}", test, op, options.op));
+    }
+    op = options.op;
+  }
+  if (op.empty()) {
+    fail_at({path}, "args",
+            fmt::format("cannot tell which collective was measured (no nccl-tests binary in "
+                        "'args'): give --op with one of {}",
+                        kOpChoices));
   }
   if (doc.contains("env") && doc["env"].is_array()) {
     for (const auto& e : doc["env"]) {
@@ -513,23 +774,25 @@ Results import_json(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-Results import_nccl_tests(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail_at({path}, "", "cannot open the nccl-tests output");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  const std::string text = buf.str();
-  const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) fail_at({path}, "", "the file is empty");
-  if (text[first] == '{' || text[first] == '[') return import_json(path, text);
-
-  std::vector<std::string> lines;
-  std::istringstream ls(text);
-  for (std::string l; std::getline(ls, l);) {
-    if (!l.empty() && l.back() == '\r') l.pop_back();
-    lines.push_back(l);
+Results import_nccl_tests(const std::string& path, const ImportOptions& options) {
+  static const std::set<std::string> ops = {"allreduce", "allgather", "reducescatter",
+                                            "broadcast", "reduce",    "alltoall"};
+  if (!options.op.empty() && !ops.count(options.op)) {
+    fail_at({}, "--op", fmt::format("unknown operation '{}' ({})", options.op, kOpChoices));
   }
-  return import_text(path, lines);
+  const LogText log = read_log_text(path, "the nccl-tests output");
+  const auto first = log.content.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) fail_at({path}, "", "the file is empty");
+  // JSON (-J) is known by parsing, not by its first character: a log may begin with "[" (a
+  // UCX line's timestamp). A file that starts with "{" and does not parse is JSON cut short.
+  if (log.content[first] == '{' || log.content[first] == '[') {
+    const auto doc = nlohmann::json::parse(log.content, nullptr, false);
+    if (!doc.is_discarded() && doc.is_object()) return import_json(path, log.content, options);
+    if (log.content[first] == '{') return import_json(path, log.content, options);
+  }
+  TextReader reader{log, options, {}, {}, {}, {}, 0, {}, false, 0};
+  reader.read();
+  return std::move(reader.r);
 }
 
 }  // namespace dlsim::calibrate

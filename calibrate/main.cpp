@@ -38,20 +38,37 @@ void add_import(CLI::App& app, const std::string& command) {
   imp->require_subcommand(1);
   struct Opt {
     std::string file, out = "-";
+    cal::ImportOptions import;
   };
   auto opt = std::make_shared<Opt>();
-  auto add = [&](const char* name, const char* help, cal::Results (*fn)(const std::string&)) {
+  using Importer = cal::Results (*)(const std::string&, const cal::ImportOptions&);
+  auto add = [&](const char* name, const char* help, Importer fn, bool op) {
     auto* c = imp->add_subcommand(name, help);
-    c->add_option("FILE", opt->file, "The benchmark's output")->required();
+    c->add_option("FILE", opt->file, "The benchmark's output, as the job wrote it")->required();
     c->add_option("-o,--output", opt->out, "Results file to write (JSON Lines; - for stdout)");
+    if (op) {
+      c->add_option("--op", opt->import.op,
+                    "The collective, where the log does not say: allreduce, allgather, "
+                    "reducescatter, broadcast, reduce, alltoall");
+    }
+    c->add_option("--ranks", opt->import.ranks, "Ranks of the run, where the log does not say")
+        ->check(CLI::Range(1, dlsim::kMaxRanks));
+    c->add_option("--nodes", opt->import.nodes, "Nodes of the run, where the log does not say")
+        ->check(CLI::Range(1, dlsim::kMaxRanks));
     c->callback([opt, fn, command] {
-      auto r = fn(opt->file);
+      auto r = fn(opt->file, opt->import);
+      // The importer keeps a command line found in the log as the measured command.
+      if (!r.provenance.command.empty()) {
+        r.provenance.notes.push_back("command in the log: " + r.provenance.command);
+      }
       r.provenance.command = command;
       dlsim::write_output(opt->out, cal::to_jsonl(r));
     });
   };
-  add("nccl-tests", "nccl-tests text output (any version) or its -J JSON", cal::import_nccl_tests);
-  add("osu", "OSU micro-benchmarks output (latency, bandwidth, collectives)", cal::import_osu);
+  add("nccl-tests", "nccl-tests text output (any version, as a job wrote it) or its -J JSON",
+      cal::import_nccl_tests, true);
+  add("osu", "OSU micro-benchmarks output (latency, bandwidth, message rate, collectives)",
+      cal::import_osu, false);
 
   auto* topo = imp->add_subcommand(
       "nccl-topo", "NCCL topology dump (NCCL_TOPO_DUMP_FILE XML) into a node profile dlsim reads");

@@ -43,9 +43,10 @@ T get(const nlohmann::json& j, const char* key, const std::string& where) {
 
 const std::vector<std::string>& known_ops() {
   static const std::vector<std::string> ops = {
-      "allreduce",     "allgather",       "reducescatter", "broadcast", "reduce",
-      "alltoall",      "p2p_latency",     "p2p_bandwidth", "gemm",      "conv_fwd",
-      "conv_bwd_data", "conv_bwd_filter", "copy",          "triad",     "launch"};
+      "allreduce", "allgather", "reducescatter", "broadcast",
+      "reduce",    "alltoall",  "p2p_latency",   "p2p_bandwidth",
+      "gemm",      "conv_fwd",  "conv_bwd_data", "conv_bwd_filter",
+      "copy",      "triad",     "launch",        "sendrecv"};
   return ops;
 }
 

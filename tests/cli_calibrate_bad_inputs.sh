@@ -30,7 +30,14 @@ expect_failure() {  # expect_failure "substring" OUTPUT_FLAG OUTPUT_NAME args...
 expect_failure "nccl_tests_truncated.txt:" -o r.jsonl import nccl-tests "$fx/nccl_tests_truncated.txt"
 expect_failure "truncated" -o r.jsonl import nccl-tests "$fx/nccl_tests_truncated.json"
 expect_failure "not nccl-tests output" -o r.jsonl import nccl-tests "$fx/osu_latency.txt"
-expect_failure "osu_mbw_mr.txt:" -o r.jsonl import osu "$fx/osu_mbw_mr.txt"
+expect_failure "osu_gather.txt:2: OSU test 'MPI Gather Latency Test' is not imported" -o r.jsonl import osu "$fx/osu_gather.txt"
+expect_failure "nccl_tests_undecided_op.txt:10: cannot tell which collective this table measured (the log names no *_perf binary and its columns fit allgather, alltoall): give --op with one of" -o r.jsonl import nccl-tests "$fx/nccl_tests_undecided_op.txt"
+expect_failure "--op: unknown operation 'allredcue'" -o r.jsonl import nccl-tests "$fx/nccl_tests_undecided_op.txt" --op allredcue
+expect_failure "--op: the log names all_reduce_perf (allreduce), not broadcast" -o r.jsonl import nccl-tests "$fx/nccl_tests_allreduce_2x4.txt" --op broadcast
+expect_failure "--ranks: the log says 8 ranks (its '#  Rank' device lines), not 4" -o r.jsonl import nccl-tests "$fx/nccl_tests_allreduce_2x4.txt" --ranks 4
+expect_failure "--ranks: Value 0 not in range" -o r.jsonl import osu "$fx/osu_allreduce.txt" --ranks 0
+expect_failure "the run failed in this row: Test CUDA failure common.cu:389" -o r.jsonl import nccl-tests "$fx/../logs/nccl-tests/nccltests_issue355_alltoall_h800_2node_failed.log"
+expect_failure "the number of ranks is not in the file (OSU does not print it): give --ranks N" -o r.jsonl import osu "$fx/../logs/osu/ompi_issue9761_osu_alltoall_v5_7_crash.log"
 expect_failure "truncated" -o r.jsonl import osu "$fx/osu_bw_truncated.txt"
 expect_failure "no-such-file.txt" -o r.jsonl import osu "$fx/no-such-file.txt"
 expect_failure "nccl_topo_bad_target.xml" -o node.yaml import nccl-topo "$fx/nccl_topo_bad_target.xml"

@@ -119,10 +119,41 @@ TEST_CASE("nccl-tests: a row whose busbw is not algbw x the bus factor is refuse
   CHECK(msg.find("busbw") != std::string::npos);
 }
 
-TEST_CASE("nccl-tests: a table whose collective is named nowhere is refused at its header") {
-  const auto msg = error_of([] { cal::import_nccl_tests(fixture("nccl_tests_unknown_op.txt")); });
-  CHECK(msg.find("nccl_tests_unknown_op.txt:16") != std::string::npos);
-  CHECK(msg.find("which collective") != std::string::npos);
+TEST_CASE(
+    "nccl-tests: a table named nowhere is an allreduce when its redop, root and counts say so") {
+  // Reduction, no root, each rank's count the whole buffer, busbw = 2(n-1)/n algbw.
+  const auto r = cal::import_nccl_tests(fixture("nccl_tests_unknown_op.txt"));
+  REQUIRE(!r.measurements.empty());
+  CHECK(r.measurements.front().op == "allreduce");
+  CHECK(r.measurements.front().ranks == 8);
+  CHECK(r.provenance.notes.front().find("decided by the table's columns") != std::string::npos);
+}
+
+TEST_CASE("nccl-tests: a table that fits two collectives names them and --op, and --op decides") {
+  // No reduction, no root, a 1/n count: allgather and alltoall print alike.
+  const auto msg = error_of([] { cal::import_nccl_tests(fixture("nccl_tests_undecided_op.txt")); });
+  CHECK(msg.find("nccl_tests_undecided_op.txt:10") != std::string::npos);
+  CHECK(msg.find("fit allgather, alltoall") != std::string::npos);
+  CHECK(msg.find("give --op") != std::string::npos);
+  cal::ImportOptions o;
+  o.op = "allgather";
+  const auto r = cal::import_nccl_tests(fixture("nccl_tests_undecided_op.txt"), o);
+  CHECK(r.measurements.size() == 28);
+  CHECK(r.measurements.back().op == "allgather");
+  // A wrong --op does not pass: its bus factor (1 for broadcast) contradicts the printed busbw.
+  o.op = "broadcast";
+  const auto wrong =
+      error_of([&] { cal::import_nccl_tests(fixture("nccl_tests_undecided_op.txt"), o); });
+  CHECK(wrong.find("broadcast's bus factor 1 on 2 ranks") != std::string::npos);
+}
+
+TEST_CASE("nccl-tests: --op that contradicts the log's binary is refused naming both") {
+  cal::ImportOptions o;
+  o.op = "broadcast";
+  const auto msg =
+      error_of([&] { cal::import_nccl_tests(fixture("nccl_tests_allreduce_2x4.txt"), o); });
+  CHECK(msg.find("--op") != std::string::npos);
+  CHECK(msg.find("(allreduce), not broadcast") != std::string::npos);
 }
 
 TEST_CASE("nccl-tests: OSU output is not nccl-tests output") {
@@ -211,9 +242,20 @@ TEST_CASE("osu: a last row cut mid-number (no end of line) is truncated at its l
 }
 
 TEST_CASE("osu: an unsupported test is refused at its header line") {
-  const auto msg = error_of([] { cal::import_osu(fixture("osu_mbw_mr.txt")); });
-  CHECK(msg.find("osu_mbw_mr.txt:1") != std::string::npos);
-  CHECK(msg.find("not supported") != std::string::npos);
+  const auto msg = error_of([] { cal::import_osu(fixture("osu_gather.txt")); });
+  CHECK(msg.find("osu_gather.txt:2") != std::string::npos);
+  CHECK(msg.find("is not imported") != std::string::npos);
+}
+
+TEST_CASE("osu: mbw_mr adds up its pairs, each record moving size x pairs bytes") {
+  const auto r = cal::import_osu(fixture("osu_mbw_mr.txt"));
+  REQUIRE(!r.measurements.empty());
+  const auto& m = r.measurements.front();
+  CHECK(m.op == "p2p_bandwidth");
+  const int pairs = std::stoi(m.params.at("pairs"));
+  CHECK(m.ranks == 2 * pairs);
+  CHECK(m.samples_s.at(0) ==
+        doctest::Approx(m.bytes / (std::stod(m.params.at("bandwidth_MBps")) * 1e6)));
 }
 
 TEST_CASE("osu: nccl-tests output is not OSU output") {

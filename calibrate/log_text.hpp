@@ -1,0 +1,46 @@
+#pragma once
+// Benchmark logs as jobs write them (docs/calibrate.md, "Importing"): the benchmark's own lines
+// mixed with what launchers and libraries print. This reads a log into lines with the launchers'
+// per-line tags taken off, so the readers see the benchmark's text as the benchmark printed it:
+//   - mpirun --tag-output "[1,0]<stdout>:" and "[1,0]<stderr>:" (Open MPI),
+//   - srun --label "0: " and "12: ",
+//   - the indentation of a log pasted into a document,
+//   - Windows line ends, a UTF-8 byte order mark.
+// Everything else (MPI, UCX, NCCL INFO/WARN lines, Slurm prologues, shell prompts) stays, for the
+// readers to skip or to mine for provenance.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dlsim::calibrate {
+
+struct LogLine {
+  int number = 0;            // 1-based line in the file
+  std::string text;          // without launcher tags, surrounding blanks and '\r'
+  std::string raw;           // as in the file, less '\r'
+  bool from_stderr = false;  // tagged as the standard error of a rank
+};
+
+struct LogText {
+  std::string path;
+  std::string content;  // the whole file
+  std::vector<LogLine> lines;
+  bool ends_with_newline = true;
+};
+
+// Reads `path`; a missing file is an InputError naming it and `what` ("the nccl-tests output").
+LogText read_log_text(const std::string& path, const std::string& what);
+
+// `line` without a launcher's tag and surrounding blanks.
+std::string strip_launcher_tags(std::string_view line, bool* from_stderr = nullptr);
+
+// Whitespace-separated tokens.
+std::vector<std::string> split_tokens(std::string_view text);
+
+// A line a library or the system printed, never the benchmark itself: NCCL "INFO"/"WARN"
+// (host:pid:tid [dev] NCCL INFO ...), UCX ("[1622510346.876958] [g0185:144167:0] ... UCX WARN"),
+// Open MPI / PMIx / hwloc warnings, ssh's "Warning: Permanently added".
+bool is_library_noise(std::string_view text);
+
+}  // namespace dlsim::calibrate
