@@ -32,6 +32,7 @@
 #include "calibrate/import.hpp"
 #include "calibrate/log_text.hpp"
 #include "common/error.hpp"
+#include "common/json_text.hpp"
 #include "common/units.hpp"
 
 namespace dlsim::calibrate {
@@ -312,7 +313,8 @@ struct TextReader {
 
   SourceLocation at(int line) const { return {log.path, line}; }
 
-  void metadata(const std::string& l) {
+  void metadata(const std::string& l, int line) {
+    const SourceLocation where = at(line);
     static const std::regex rank_line(
         R"(^#\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*?)\s*$)");
     static const std::regex nthread(R"(^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+))");
@@ -327,16 +329,18 @@ struct TextReader {
     std::smatch m;
     if (std::regex_search(l, m, nthread)) {
       run.rank_hosts.clear();  // a new run: its device lines follow
-      run.threads_x_gpus = std::stoi(m[1].str()) * std::stoi(m[2].str());
+      run.threads_x_gpus = std::min(1 << 20, log_count(m[1].str(), where, "nThread")) *
+                           std::min(1 << 10, log_count(m[2].str(), where, "nGpus"));
     } else if (std::regex_search(l, m, rank_line)) {
-      run.rank_hosts[std::stoi(m[1].str())] = m[2].str();
+      run.rank_hosts[std::min(1 << 20, log_count(m[1].str(), where, "Rank"))] = m[2].str();
       add_host(r.provenance, m[2].str());
       if (m[3].length() > 0) gpus.insert(m[3].str());
     }
     if (std::regex_search(l, m, nccl_version)) {
       record_nccl_version(r.provenance, m[1].str());
     } else if (std::regex_search(l, m, library_code) && !r.provenance.versions.count("nccl")) {
-      r.provenance.versions["nccl"] = nccl_version_from_code(std::stol(m[1].str()));
+      r.provenance.versions["nccl"] =
+          nccl_version_from_code(log_count(m[1].str(), where, "nccl-library"));
     }
     if (std::regex_search(l, m, tests_version)) r.provenance.versions["nccl-tests"] = m[1].str();
     if (std::regex_search(l, m, env_info)) {
@@ -349,8 +353,10 @@ struct TextReader {
         r.provenance.environment[(*it)[1].str()] = (*it)[2].str();
       }
     }
-    if (std::regex_search(l, m, slurm_tasks)) run.processes = std::stoi(m[1].str());
-    if (std::regex_search(l, m, slurm_nodes)) run.nodes = std::stoi(m[1].str());
+    if (std::regex_search(l, m, slurm_tasks))
+      run.processes = log_count(m[1].str(), where, "SLURM_NTASKS");
+    if (std::regex_search(l, m, slurm_nodes))
+      run.nodes = log_count(m[1].str(), where, "SLURM_NNODES");
   }
 
   // A command line or shell prompt that starts a test: the test it names, the processes of the
@@ -368,8 +374,11 @@ struct TextReader {
     }
     const std::string launcher = l.substr(0, l.find("_perf"));
     std::smatch m;
-    if (std::regex_search(launcher, m, processes)) run.processes = std::stoi(m[1].str());
-    if (std::regex_search(launcher, m, nodes)) run.nodes = std::stoi(m[1].str());
+    if (std::regex_search(launcher, m, processes)) {
+      run.processes = log_count(m[1].str(), at(line.number), "processes");
+    }
+    if (std::regex_search(launcher, m, nodes))
+      run.nodes = log_count(m[1].str(), at(line.number), "nodes");
   }
 
   // Turns the table's rows into measurements, once the table has ended.
@@ -541,7 +550,7 @@ struct TextReader {
       const std::string& l = line.text;
       const bool noise = is_library_noise(l);
       if (noise) {
-        metadata(l);
+        metadata(l, line.number);
         continue;  // NCCL INFO, UCX, MPI lines: also inside a table
       }
       const auto tokens = split_ws(l);
@@ -593,7 +602,7 @@ struct TextReader {
       }
       if (data_row) continue;  // a row with no header before it: not a table we can read
       if (auto t = test_in_line(l)) command(line, *t);
-      metadata(l);
+      metadata(l, line.number);
       if (auto c = parse_header(l)) {
         table = c;
         table_line = line.number;
@@ -623,7 +632,7 @@ const nlohmann::json& member(const nlohmann::json& j, const char* key, const std
 
 double json_number(const nlohmann::json& j, const std::string& path, const std::string& field) {
   if (!j.is_number()) {
-    fail_at({path}, field, fmt::format("'{}' is not a number", j.dump()));
+    fail_at({path}, field, fmt::format("'{}' is not a number", json_text(j)));
   }
   return j.get<double>();
 }
@@ -652,7 +661,7 @@ Results import_json(const std::string& path, const std::string& text,
   r.provenance.source = path;
   if (doc.contains("version"))
     r.provenance.notes.push_back(
-        fmt::format("nccl-tests JSON format version {}", doc["version"].dump()));
+        fmt::format("nccl-tests JSON format version {}", json_text(doc["version"])));
   if (doc.contains("start_time") && doc["start_time"].is_string()) {
     // "%Y-%m-%d %H:%M:%S" in the run's local time zone.
     std::string date = doc["start_time"].get<std::string>();
@@ -736,7 +745,8 @@ Results import_json(const std::string& path, const std::string& text,
     const double bytes = json_number(member(row, "size", path, field), path, field + "size");
     const auto& type = member(row, "type", path, field);
     const auto dtype = type.is_string() ? dtype_of(type.get<std::string>()) : std::nullopt;
-    if (!dtype) fail_at({path}, field + "type", fmt::format("unknown data type {}", type.dump()));
+    if (!dtype)
+      fail_at({path}, field + "type", fmt::format("unknown data type {}", json_text(type)));
     // Out-of-place is null when only in-place was run (trace replay): use in-place then.
     const bool out_of_place = row.contains("out_of_place") && !row["out_of_place"].is_null();
     const std::string which = out_of_place ? "out_of_place" : "in_place";

@@ -165,7 +165,7 @@ bool all_digits(const std::string& s) {
 struct Launch {
   std::optional<int> processes, nodes, per_node;
 };
-std::optional<Launch> launcher_in(const std::string& l) {
+std::optional<Launch> launcher_in(const std::string& l, const SourceLocation& where) {
   static const std::regex launcher(R"((^|[\s/$#])(mpirun|mpiexec|srun|aprun|orterun)\s)");
   if (!std::regex_search(l, launcher)) return std::nullopt;
   // "-n 2", "-n2", "--np=2".
@@ -176,9 +176,10 @@ std::optional<Launch> launcher_in(const std::string& l) {
   std::smatch m;
   // (srun's -c is cpus per task, not processes.)
   static const std::regex np_only(R"((?:^|\s)(?:-np|-n|--np|--ntasks)[\s=]*(\d+)\b)");
-  if (std::regex_search(l, m, np_only)) out.processes = std::stoi(m[1].str());
-  if (std::regex_search(l, m, nn)) out.nodes = std::stoi(m[1].str());
-  if (std::regex_search(l, m, ppn)) out.per_node = std::stoi(m[1].str());
+  if (std::regex_search(l, m, np_only)) out.processes = log_count(m[1].str(), where, "processes");
+  if (std::regex_search(l, m, nn)) out.nodes = log_count(m[1].str(), where, "nodes");
+  if (std::regex_search(l, m, ppn))
+    out.per_node = log_count(m[1].str(), where, "processes per node");
   return out;
 }
 
@@ -404,6 +405,7 @@ struct OsuReader {
     for (std::size_t i = 0; i < log.lines.size(); ++i) {
       const LogLine& line = log.lines[i];
       const std::string& l = line.text;
+      const SourceLocation where{log.path, line.number};
       if (l.empty() || is_library_noise(l)) continue;
       std::smatch m;
       if (std::regex_search(l, m, header)) {
@@ -412,19 +414,20 @@ struct OsuReader {
       }
       if (l[0] == '#') {
         if (std::regex_search(l, m, ranks_line)) {
-          (run ? run->ranks_comment : pending_launch.processes) = std::stoi(m[1].str());
+          (run ? run->ranks_comment : pending_launch.processes) =
+              log_count(m[1].str(), where, "ranks");
         } else if (std::regex_search(l, m, nodes_line)) {
-          (run ? run->nodes_comment : pending_launch.nodes) = std::stoi(m[1].str());
+          (run ? run->nodes_comment : pending_launch.nodes) = log_count(m[1].str(), where, "nodes");
         } else if (run && std::regex_search(l, m, datatype_line)) {
           run->datatype = m[1].str();
         } else if (run && std::regex_search(l, m, buffers_line)) {
           run->buffers = fmt::format("send {}, receive {}", m[1].str(), m[2].str());
           buffers.insert(run->buffers);
         } else if (run && std::regex_search(l, m, pairs_line)) {
-          run->pairs = std::stoi(m[1].str());
+          run->pairs = std::max(1, std::min(1 << 19, log_count(m[1].str(), where, "pairs")));
         } else if (run && std::regex_search(l, size_line)) {
           run->cols = parse_columns(l, {log.path, line.number});
-        } else if (auto launch = launcher_in(l)) {
+        } else if (auto launch = launcher_in(l, where)) {
           pending_launch = *launch;  // "### Running: srun -n2 -N2 ..." of a test harness
         }
         continue;
@@ -434,7 +437,7 @@ struct OsuReader {
         row(line, tokens, i + 1 == log.lines.size());
         continue;
       }
-      if (auto launch = launcher_in(l)) {
+      if (auto launch = launcher_in(l, where)) {
         // The next run's launcher: the current run, if any, has ended.
         if (run && run->rows > 0) finish();
         pending_launch = *launch;

@@ -1,5 +1,6 @@
 #include "calibrate/log_text.hpp"
 
+#include <charconv>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -30,6 +31,15 @@ std::string strip_launcher_tags(std::string_view line, bool* from_stderr) {
   if (first == std::string::npos) return {};
   const auto last = s.find_last_not_of(" \t");
   return s.substr(first, last - first + 1);
+}
+
+int log_count(const std::string& digits, const SourceLocation& where, std::string_view field) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || v < 0) {
+    fail_at(where, field, "'" + digits + "' is not a count that fits (0 .. 2^31-1)");
+  }
+  return v;
 }
 
 std::vector<std::string> split_tokens(std::string_view text) {

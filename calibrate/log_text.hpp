@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/error.hpp"
+
 namespace dlsim::calibrate {
 
 struct LogLine {
@@ -34,6 +36,10 @@ LogText read_log_text(const std::string& path, const std::string& what);
 
 // `line` without a launcher's tag and surrounding blanks.
 std::string strip_launcher_tags(std::string_view line, bool* from_stderr = nullptr);
+
+// A count printed in a log ("1024" of "-np 1024"); a number beyond int is an InputError at `where`
+// naming `field`, not an exception from std::stoi.
+int log_count(const std::string& digits, const SourceLocation& where, std::string_view field);
 
 // Whitespace-separated tokens.
 std::vector<std::string> split_tokens(std::string_view text);

@@ -1,4 +1,5 @@
 #include "calibrate/results.hpp"
+#include "common/json_text.hpp"
 
 #include <fmt/format.h>
 
@@ -220,32 +221,44 @@ Results read_results(const std::string& path, bool tolerate_truncated_tail) {
                   ? "the last record is cut short (an interrupted run; --resume re-measures it)"
                   : fmt::format("not a JSON record ({})", e.what()));
     }
-    if (!header) {
-      if (!j.is_object() || j.value("kind", "") != kResultsKind) {
-        fail_at({path, line_no}, "kind",
-                fmt::format("not a dlcalibrate results file (the first line must be a '{}' "
-                            "header)",
-                            kResultsKind));
+    // A value of the wrong JSON type anywhere in the record is the record's error, at its line.
+    try {
+      if (!header) {
+        if (!j.is_object() || j.value("kind", "") != kResultsKind) {
+          fail_at({path, line_no}, "kind",
+                  fmt::format("not a dlcalibrate results file (the first line must be a '{}' "
+                              "header)",
+                              kResultsKind));
+        }
+        const int version = j.value("format_version", 0);
+        if (version != kResultsFormatVersion) {
+          fail_at({path, line_no}, "format_version",
+                  fmt::format("{} is not the version this dlcalibrate reads ({})", version,
+                              kResultsFormatVersion));
+        }
+        if (!j.contains("provenance")) fail_at({path, line_no}, "provenance", "missing");
+        r.provenance = provenance_from_json(j["provenance"], path);
+        header = true;
+        continue;
       }
-      const int version = j.value("format_version", 0);
-      if (version != kResultsFormatVersion) {
-        fail_at({path, line_no}, "format_version",
-                fmt::format("{} is not the version this dlcalibrate reads ({})", version,
-                            kResultsFormatVersion));
+      if (j.is_object() && j.value("kind", "") == kTrailerKind) {
+        if (j.contains("load_average_after")) {
+          const double load = j["load_average_after"].get<double>();
+          if (!(load >= 0 && std::isfinite(load))) {
+            fail_at({path, line_no}, "load_average_after",
+                    fmt::format("must be a non-negative load average, got {}", load));
+          }
+          r.provenance.load_after = load;
+        }
+        if (j.contains("notes")) {
+          for (const auto& n : j["notes"]) r.provenance.notes.push_back(n.get<std::string>());
+        }
+        continue;
       }
-      if (!j.contains("provenance")) fail_at({path, line_no}, "provenance", "missing");
-      r.provenance = provenance_from_json(j["provenance"], path);
-      header = true;
-      continue;
+      r.measurements.push_back(measurement_from_json(j, path, line_no));
+    } catch (const nlohmann::json::exception& e) {
+      fail_at({path, line_no}, "", fmt::format("a value of the wrong type ({})", e.what()));
     }
-    if (j.is_object() && j.value("kind", "") == kTrailerKind) {
-      if (j.contains("load_average_after")) r.provenance.load_after = j["load_average_after"];
-      if (j.contains("notes")) {
-        for (const auto& n : j["notes"]) r.provenance.notes.push_back(n.get<std::string>());
-      }
-      continue;
-    }
-    r.measurements.push_back(measurement_from_json(j, path, line_no));
   }
   if (!header) fail_at({path}, "", "empty results file (no header)");
   return r;
@@ -272,31 +285,29 @@ ResultsWriter::ResultsWriter(const std::string& path, const Provenance& provenan
     }
   } else {
     // The header appears whole or not at all.
-    write_output(path, nlohmann::json{{"kind", kResultsKind},
-                                      {"format_version", kResultsFormatVersion},
-                                      {"provenance", to_json(provenance)}}
-                               .dump() +
+    write_output(path, json_text(nlohmann::json{{"kind", kResultsKind},
+                                                {"format_version", kResultsFormatVersion},
+                                                {"provenance", to_json(provenance)}}) +
                            "\n");
   }
   out_ = std::make_unique<AppendFile>(path);
 }
 
-void ResultsWriter::add(const Measurement& m) { out_->append(to_json(m).dump() + "\n"); }
+void ResultsWriter::add(const Measurement& m) { out_->append(json_text(to_json(m)) + "\n"); }
 
 void ResultsWriter::finish(const Provenance& p) {
   nlohmann::json j = {{"kind", kTrailerKind}, {"notes", p.notes}};
   if (p.load_after) j["load_average_after"] = *p.load_after;
-  out_->append(j.dump() + "\n");
+  out_->append(json_text(j) + "\n");
 }
 
 std::string to_jsonl(const Results& r) {
   std::ostringstream o;
-  o << nlohmann::json{{"kind", kResultsKind},
-                      {"format_version", kResultsFormatVersion},
-                      {"provenance", to_json(r.provenance)}}
-           .dump()
+  o << json_text(nlohmann::json{{"kind", kResultsKind},
+                                {"format_version", kResultsFormatVersion},
+                                {"provenance", to_json(r.provenance)}})
     << '\n';
-  for (const auto& m : r.measurements) o << to_json(m).dump() << '\n';
+  for (const auto& m : r.measurements) o << json_text(to_json(m)) << '\n';
   return o.str();
 }
 

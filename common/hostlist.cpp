@@ -57,6 +57,11 @@ std::vector<std::string> expand_range_set(std::string_view set, std::string_view
       if (hi < lo) {
         throw std::invalid_argument(fmt::format("range '{}' runs backwards in '{}'", item, list));
       }
+      if (hi - lo >= static_cast<long>(kMaxHosts) ||
+          out.size() + static_cast<std::size_t>(hi - lo) >= kMaxHosts) {
+        throw std::invalid_argument(
+            fmt::format("host list '{}' names more than {} hosts", list, kMaxHosts));
+      }
       const int width =
           lo_text.size() > 1 && lo_text[0] == '0' ? static_cast<int>(lo_text.size()) : 0;
       for (long v = lo; v <= hi; ++v) out.push_back(fmt::format("{:0{}}", v, width));
@@ -81,6 +86,10 @@ std::vector<std::string> expand_hostlist(std::string_view list) {
       if (open == std::string_view::npos) break;
       const auto close = part.find(']', open);
       const auto set = expand_range_set(part.substr(open + 1, close - open - 1), list);
+      if (names.size() * set.size() > kMaxHosts) {
+        throw std::invalid_argument(
+            fmt::format("host list '{}' names more than {} hosts", list, kMaxHosts));
+      }
       std::vector<std::string> next;
       for (const auto& n : names) {
         for (const auto& s : set) next.push_back(n + s);
@@ -89,6 +98,10 @@ std::vector<std::string> expand_hostlist(std::string_view list) {
       part.remove_prefix(close + 1);
     }
     hosts.insert(hosts.end(), names.begin(), names.end());
+    if (hosts.size() > kMaxHosts) {
+      throw std::invalid_argument(
+          fmt::format("host list '{}' names more than {} hosts", list, kMaxHosts));
+    }
   }
   return hosts;
 }

@@ -1,4 +1,5 @@
 #include "simulator/hardware_commands.hpp"
+#include "common/json_text.hpp"
 
 #include <fmt/format.h>
 #include <cmath>
@@ -44,7 +45,7 @@ void run_show(const ShowOptions& opt) {
     j["context"] = {{"dlsim_version", kVersion},
                     {"command", "hardware show"},
                     {"inputs", {{"name", opt.name}, {"kind", opt.kind}}}};
-    text = j.dump(2) + "\n";
+    text = json_text(j, 2) + "\n";
   } else {
     text = hardware::to_text(spec);
   }
@@ -204,7 +205,7 @@ void run_collective_cmd(const CollectiveOptions& opt) {
                       {"ps_placement", opt.ps_placement},
                       {"ps_device", opt.ps_device},
                       {"ps_sharding", opt.ps_sharding}}}};
-    o << j.dump(2) << "\n";
+    o << json_text(j, 2) << "\n";
   } else if (opt.format == "csv") {
     o << "size_bytes,count_elements,time_us,algbw_GBps,busbw_GBps,protocol,closed_form_us,"
          "channels,steps\n";

@@ -1,4 +1,5 @@
 #include "simulator/model_commands.hpp"
+#include "common/json_text.hpp"
 
 #include <fmt/format.h>
 #include <sstream>
@@ -79,7 +80,7 @@ void run_show(const ShowOptions& opt) {
                       {"batch", opt.batch},
                       {"precision", opt.precision},
                       {"set", opt.sets}}}};
-    text = j.dump(2) + "\n";
+    text = json_text(j, 2) + "\n";
   } else if (opt.format == "csv") {
     text = render_csv(stats);
   } else {

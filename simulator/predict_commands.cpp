@@ -1,4 +1,5 @@
 #include "simulator/predict_commands.hpp"
+#include "common/json_text.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -114,7 +115,7 @@ void run_predict(const CommonFlags& f, const std::string& trace_path) {
   const Prediction p = simulator::predict(o, trace_path.empty() ? nullptr : &trace);
   std::string out;
   if (f.format == "json") {
-    out = simulator::to_json(p).dump(2) + "\n";
+    out = json_text(simulator::to_json(p), 2) + "\n";
   } else if (f.format == "csv") {
     out = simulator::csv_header() + simulator::to_csv_row(p);
   } else {
@@ -159,7 +160,7 @@ void run_scale(const CommonFlags& f, const std::string& gpus, const std::string&
   if (f.format == "json") {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& p : rows) j.push_back(simulator::to_json(p));
-    out = j.dump(2) + "\n";
+    out = json_text(j, 2) + "\n";
   } else if (f.format == "csv") {
     out = csv_rows(rows);
   } else {
@@ -257,7 +258,7 @@ void run_compare(const CommonFlags& f, const std::string& strategies) {
     j["why"] = why;
     j["predictions"] = nlohmann::json::array();
     for (const auto& p : rows) j["predictions"].push_back(simulator::to_json(p));
-    out = j.dump(2) + "\n";
+    out = json_text(j, 2) + "\n";
   } else if (f.format == "csv") {
     out = csv_rows(rows);
   } else {

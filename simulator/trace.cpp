@@ -1,4 +1,5 @@
 #include "simulator/trace.hpp"
+#include "common/json_text.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -30,9 +31,10 @@ double us(Time t) { return static_cast<double>(t) / 1e6; }
 void TraceWriter::event(const std::string& name, const char* cat, int pid, int tid, Time begin,
                         Time end, double bytes) {
   if (!events_.empty()) events_ += ",\n";
-  events_ += fmt::format(R"({{"name":{},"cat":"{}","ph":"X","pid":{},"tid":{},"ts":{:.6f},)"
-                         R"("dur":{:.6f})",
-                         nlohmann::json(name).dump(), cat, pid, tid, us(begin), us(end - begin));
+  events_ +=
+      fmt::format(R"({{"name":{},"cat":"{}","ph":"X","pid":{},"tid":{},"ts":{:.6f},)"
+                  R"("dur":{:.6f})",
+                  json_text(nlohmann::json(name)), cat, pid, tid, us(begin), us(end - begin));
   if (bytes > 0) events_ += fmt::format(R"(,"args":{{"bytes":{:.0f}}})", bytes);
   events_ += "}";
 }
@@ -73,7 +75,7 @@ std::string TraceWriter::str() const {
   for (const auto& r : ranks_) {
     if (nodes.insert(r.node).second) {
       add(fmt::format(R"({{"name":"process_name","ph":"M","pid":{},"args":{{"name":{}}}}})", r.node,
-                      nlohmann::json(r.host).dump()));
+                      json_text(nlohmann::json(r.host))));
     }
     add(fmt::format(R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},)"
                     R"("args":{{"name":"gpu{} compute"}}}})",

@@ -134,12 +134,13 @@ TEST_CASE("a_log_as_a_job_writes_it_reads_the_same_total_through_its_noise") {
   // What jobs add around the benchmark's own lines: a Slurm prologue, UCX warnings before the
   // first line, NCCL INFO lines between the ranks' lines, Windows line ends.
   std::string text = slurp(fixture("tf_cnn_benchmarks_horovod_4gpu.log"));
-  text = "SLURM_JOB_ID=4242\nSLURM_JOB_NODELIST=g[0185-0186]\n"
-         "[1622510346.876958] [g0185:144167:0]    ucp_context.c:1437 UCX  WARN  UCP version is "
-         "incompatible, required: 1.10, actual: 1.9 (release 0)\n" +
-         replace(text, "[1,0]<stdout>:Model:",
-                 "[1,0]<stdout>:g0185:144167:144167 [0] NCCL INFO NCCL version 2.8.4+cuda11.2\n"
-                 "[1,0]<stdout>:Model:");
+  text =
+      "SLURM_JOB_ID=4242\nSLURM_JOB_NODELIST=g[0185-0186]\n"
+      "[1622510346.876958] [g0185:144167:0]    ucp_context.c:1437 UCX  WARN  UCP version is "
+      "incompatible, required: 1.10, actual: 1.9 (release 0)\n" +
+      replace(text, "[1,0]<stdout>:Model:",
+              "[1,0]<stdout>:g0185:144167:144167 [0] NCCL INFO NCCL version 2.8.4+cuda11.2\n"
+              "[1,0]<stdout>:Model:");
   text = std::regex_replace(text, std::regex("\n"), "\r\n");
   const TempFile f("noisy.log", text);
   const auto m = val::read_log(f.str());

@@ -2,6 +2,7 @@
 // and writers named in docs/validate-readers.md, "Sources".
 
 #include "validate/readers.hpp"
+#include "common/json_text.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,6 +16,7 @@
 #include <regex>
 #include <set>
 
+#include "calibrate/log_text.hpp"
 #include "common/units.hpp"
 #include "model/loader.hpp"
 
@@ -46,17 +48,17 @@ struct LogLine {
 
 // Strips an output tag: Open MPI --tag-output "[1,3]<stdout>:", horovodrun "[3]<stdout>:",
 // srun --label "3: ". Returns the rank, or -1 when the line has no tag.
-int strip_tag(std::string& s) {
+int strip_tag(std::string& s, const SourceLocation& where) {
   static const std::regex mpi(R"(^\[(?:\d+,)?(\d+)\]<std(?:out|err)>:)");
   static const std::regex srun(R"(^\s*(\d+): )");
   std::smatch m;
   if (!s.empty() && s[0] == '[' && std::regex_search(s, m, mpi)) {
-    const int rank = std::stoi(m[1].str());
+    const int rank = calibrate::log_count(m[1].str(), where, "rank tag");
     s.erase(0, static_cast<std::size_t>(m.length(0)));
     return rank;
   }
   if (!s.empty() && std::regex_search(s, m, srun)) {
-    const int rank = std::stoi(m[1].str());
+    const int rank = calibrate::log_count(m[1].str(), where, "rank tag");
     s.erase(0, static_cast<std::size_t>(m.length(0)));
     return rank;
   }
@@ -73,7 +75,7 @@ std::vector<LogLine> read_lines(const std::string& path) {
     ++no;
     if (!s.empty() && s.back() == '\r') s.pop_back();
     LogLine l;
-    l.rank = strip_tag(s);
+    l.rank = strip_tag(s, {path, no});
     l.text = std::move(s);
     l.line = no;
     out.push_back(std::move(l));
@@ -259,7 +261,7 @@ Measurement read_tf_cnn_benchmarks(const std::string& path, const std::vector<Lo
       }
       StepValue sv;
       sv.rank = l.rank;
-      sv.step = std::stoi(s[1].str());
+      sv.step = calibrate::log_count(s[1].str(), {path, l.line}, "step");
       sv.rate = number_at(s[2].str(), path, l.line, "images/sec");
       if (s[3].matched) sv.spread = number_at(s[3].str(), path, l.line, "images/sec +/-");
       if (s[4].matched) number_at(s[4].str(), path, l.line, "jitter");
@@ -476,7 +478,7 @@ Measurement read_horovod(const std::string& path, const std::vector<LogLine>& li
       }
       StepValue sv;
       sv.rank = l.rank;
-      sv.step = std::stoi(s[1].str());
+      sv.step = calibrate::log_count(s[1].str(), {path, l.line}, "step");
       sv.rate = number_at(s[2].str(), path, l.line, "img/sec");
       sv.line = l.line;
       m.steps.push_back(sv);
@@ -669,17 +671,17 @@ class TimelineReader {
   }
   std::string text(const nlohmann::json& j, const char* key, int line) const {
     const auto& v = field(j, key, line);
-    if (!v.is_string()) fail(line, key, fmt::format("{} is not a string", v.dump()));
+    if (!v.is_string()) fail(line, key, fmt::format("{} is not a string", json_text(v)));
     return v.get<std::string>();
   }
   double number(const nlohmann::json& j, const char* key, int line) const {
     const auto& v = field(j, key, line);
-    if (!v.is_number()) fail(line, key, fmt::format("{} is not a number", v.dump()));
+    if (!v.is_number()) fail(line, key, fmt::format("{} is not a number", json_text(v)));
     return v.get<double>();
   }
   long long integer(const nlohmann::json& j, const char* key, int line) const {
     const auto& v = field(j, key, line);
-    if (!v.is_number_integer()) fail(line, key, fmt::format("{} is not an integer", v.dump()));
+    if (!v.is_number_integer()) fail(line, key, fmt::format("{} is not an integer", json_text(v)));
     return v.get<long long>();
   }
 
@@ -996,7 +998,7 @@ std::string timeline_json(const TimelineSummary& s, const std::string& program) 
                            {"per_step_ms", ms(p.per_step_ms)},
                            {"longest_ms", ms(p.longest_ms)}});
   }
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 }  // namespace dlsim::validate

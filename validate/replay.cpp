@@ -16,6 +16,7 @@
 // sizes them).
 
 #include "validate/replay.hpp"
+#include "common/json_text.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -303,7 +304,7 @@ ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std
     setup_error = e.what();
   }
   const auto errors = comm.gather(setup_error);
-  const auto configs = comm.gather(setup_error.empty() ? config_of(o, resolved).dump() : "");
+  const auto configs = comm.gather(setup_error.empty() ? json_text(config_of(o, resolved)) : "");
   if (!comm.all(setup_error.empty())) {
     if (comm.rank() != 0) return {};
     for (std::size_t r = 0; r < errors.size(); ++r) {
@@ -323,7 +324,7 @@ ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std
           mismatch = fmt::format(
               "ranks disagree on the configuration: rank {} has {} = {} where rank 0 has {} "
               "(every rank must run the same replay command)",
-              r, key, other.value(key, nlohmann::json()).dump(), value.dump());
+              r, key, json_text(other.value(key, nlohmann::json())), json_text(value));
           break;
         }
       }
@@ -365,7 +366,7 @@ ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std
     mine.exchanged_bytes = ex.bytes_sent();
     mine.collectives = ex.collectives();
   }
-  const auto all_times = comm.gather(times_json(mine).dump());
+  const auto all_times = comm.gather(json_text(times_json(mine)));
   if (comm.rank() != 0) return {};
   auto layers = step->layer_times();
   for (auto& l : layers) {
@@ -458,7 +459,7 @@ std::string replay_json(const ReplayMeasurement& m) {
                                  {"forward_s", l.forward_s},
                                  {"backward_s", l.backward_s}});
   }
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 namespace {

@@ -1,4 +1,5 @@
 #include "validate/report_text.hpp"
+#include "common/json_text.hpp"
 
 #include "simulator/plot.hpp"
 
@@ -124,7 +125,7 @@ std::string report_json(const std::vector<Comparison>& cs, const std::vector<Sum
                            {"gpus", c.gpus},
                            {"predicted", c.predicted}});
   }
-  return j.dump(2) + "\n";
+  return json_text(j, 2) + "\n";
 }
 
 std::string report_html(const std::vector<Comparison>& cs, const std::vector<Summary>& ss,

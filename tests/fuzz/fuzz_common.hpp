@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -21,8 +22,15 @@ namespace dlsim::fuzz {
 inline std::string scratch_file(const std::string& name, const std::uint8_t* data,
                                 std::size_t size) {
   static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("dlsim-fuzz-" + std::to_string(::getpid()));
+    auto d = std::filesystem::temp_directory_path() /
+             ("dlsim-fuzz-scratch-" + std::to_string(::getpid()));
     std::filesystem::create_directories(d);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(std::filesystem::temp_directory_path() /
+                                      ("dlsim-fuzz-scratch-" + std::to_string(::getpid())),
+                                  ec);
+    });
     return d;
   }();
   const auto path = dir / name;
