@@ -45,6 +45,18 @@ ConfigNode ConfigNode::load_file(const std::string& file) {
   return load_string(text.str(), file);
 }
 
+namespace {
+
+// A mapping key as text. YAML allows a list or a mapping as a key ("[a, b]: 1"); no dlsim file
+// uses one, so it is an error at the key.
+std::string key_text(const YAML::Node& key, const std::string& file, const std::string& path) {
+  if (key.IsScalar()) return key.Scalar();
+  fail_at({file, key.Mark().line + 1, key.Mark().column + 1},
+          path.empty() ? "" : fmt::format("'{}'", path), "a key must be a single word");
+}
+
+}  // namespace
+
 SourceLocation ConfigNode::where() const {
   if (!node_ || node_.Mark().is_null()) return {*file_};
   return {*file_, node_.Mark().line + 1, node_.Mark().column + 1};
@@ -90,7 +102,8 @@ ConfigNode ConfigNode::child(std::string_view key) const {
   if (!c.IsDefined()) {
     std::vector<std::string> present;
     for (const auto& kv : n) {
-      if (!used_->count(kv.first.as<std::string>())) present.push_back(kv.first.as<std::string>());
+      const auto name = key_text(kv.first, *file_, path_);
+      if (!used_->count(name)) present.push_back(name);
     }
     const auto near = nearest_names(k, present, 1);
     fail_at(where(), path_.empty() ? "" : fmt::format("'{}'", path_),
@@ -123,7 +136,7 @@ std::vector<std::string> ConfigNode::keys() const {
   const YAML::Node n = resolved();
   if (!n.IsMap()) fail("expected a mapping of keys to values");
   std::vector<std::string> out;
-  for (const auto& kv : n) out.push_back(kv.first.as<std::string>());
+  for (const auto& kv : n) out.push_back(key_text(kv.first, *file_, path_));
   return out;
 }
 
@@ -131,7 +144,7 @@ void ConfigNode::finish(const std::vector<std::string>& allowed_hint) const {
   const YAML::Node n = resolved();
   if (!n.IsMap()) return;
   for (const auto& kv : n) {
-    const std::string key = kv.first.as<std::string>();
+    const std::string key = key_text(kv.first, *file_, path_);
     if (used_->count(key)) continue;
     std::vector<std::string> known = allowed_hint;
     if (known.empty()) known.assign(used_->begin(), used_->end());
