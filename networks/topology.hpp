@@ -11,10 +11,14 @@
 // the network part is the topology's own up/down route (networks/fabrics.cpp).
 
 // GCC 12 reports a false -Wmaybe-uninitialized inside Boost's edge iterators at -O3.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <boost/graph/adjacency_list.hpp>
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #include <cstdint>
 #include <memory>
 #include <optional>
