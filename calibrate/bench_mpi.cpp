@@ -65,7 +65,7 @@ class Runner {
         DriverOptions d;
         d.resume = o_.resume;
         check_options(d, o_.out);
-        if (o_.resume && std::filesystem::exists(o_.out)) {
+        if (std::error_code ec; o_.resume && std::filesystem::exists(o_.out, ec)) {
           for (const auto& m : read_results(o_.out, true).measurements) {
             done.insert(resume_key(m.op, m.backend, m.ranks, m.bytes, m.shape));
           }

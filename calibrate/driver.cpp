@@ -209,7 +209,7 @@ void check_options(const DriverOptions& o, const std::string& path) {
   if (o.repetitions < 1) fail_at({}, "--iters", "must be at least 1");
   if (o.warmup < 0) fail_at({}, "--warmup", "must not be negative");
   if (!(o.min_time_s > 0)) fail_at({}, "--min-time", "must be positive");
-  if (!o.resume && std::filesystem::exists(path)) {
+  if (std::error_code ec; !o.resume && std::filesystem::exists(path, ec)) {
     fail_at({path}, "", "already exists (use --resume to continue it, or another name)");
   }
 }
@@ -223,7 +223,8 @@ DriverReport run_benchmarks(const std::vector<Benchmark>& benchmarks, const std:
     }
   }
   check_options(o, path);
-  const bool exists = std::filesystem::exists(path);
+  std::error_code exists_error;
+  const bool exists = std::filesystem::exists(path, exists_error);
   std::set<std::string> done;
   if (exists) {
     for (const auto& m : read_results(path, true).measurements) {

@@ -267,7 +267,7 @@ Results read_results(const std::string& path, bool tolerate_truncated_tail) {
 ResultsWriter::ResultsWriter(const std::string& path, const Provenance& provenance, bool append)
     : path_(path) {
   namespace fs = std::filesystem;
-  if (fs::exists(path)) {
+  if (std::error_code ec; fs::exists(path, ec)) {
     if (!append) {
       fail_at({path}, "", "already exists (use --resume to continue it, or another name)");
     }

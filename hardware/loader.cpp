@@ -114,7 +114,7 @@ Opened open(const std::string& ref, std::string_view kind, const std::string& di
   if (is_path(ref)) {
     fs::path p(ref);
     if (p.is_relative() && !dir.empty()) p = fs::path(dir) / p;
-    if (!fs::exists(p)) fail_at(where, "", fmt::format("{} file '{}' not found", kind, p.string()));
+    if (std::error_code ec; !fs::exists(p, ec)) fail_at(where, "", fmt::format("{} file '{}' not found", kind, p.string()));
     return {ConfigNode::load_file(p.string()), p.parent_path().string(), p.stem().string()};
   }
   const std::string key = std::string(folder_of(kind)) + "/" + ref;
@@ -555,7 +555,7 @@ AnySpec load_any(const std::string& ref, const std::string& kind) {
     fail_at({}, "--kind", fmt::format("unknown kind '{}'{}", k, did_you_mean(k, profile_kinds())));
   }
   if (k.empty() && is_path(ref)) {
-    if (!fs::exists(ref)) fail_at({}, "", fmt::format("file '{}' not found", ref));
+    if (std::error_code ec; !fs::exists(ref, ec)) fail_at({}, "", fmt::format("file '{}' not found", ref));
     k = ConfigNode::load_file(ref).get<std::string>("kind");
     if (std::find(profile_kinds().begin(), profile_kinds().end(), k) == profile_kinds().end()) {
       ConfigNode::load_file(ref).child("kind").fail(

@@ -318,7 +318,7 @@ LayerGraph load_model(const std::string& name_or_path, const ParamOverrides& ove
                         name_or_path, did_you_mean(name_or_path, zoo_names()),
                         fmt::join(zoo_names(), ", ")));
   }
-  if (!fs::exists(path)) fail_at({name_or_path}, "--model", "no such file");
+  if (std::error_code ec; !fs::exists(path, ec)) fail_at({name_or_path}, "--model", "no such file");
   if (path.extension() == ".onnx") {
 #ifdef DLSIM_HAVE_ONNX
     if (!overrides.empty()) fail_at({name_or_path}, "--set", "ONNX models have no parameters");

@@ -139,7 +139,9 @@ CaseFile read_cases(const std::string& path) {
         std::filesystem::path(o.cluster).is_relative()) {
       // The cases file's real folder: `..` then climbs from where the file is, also when it
       // was reached through a symbolic link.
-      o.cluster = (std::filesystem::weakly_canonical(path).parent_path() / o.cluster)
+      std::error_code ec;
+      const auto real = std::filesystem::weakly_canonical(path, ec);
+      o.cluster = ((ec ? std::filesystem::path(path) : real).parent_path() / o.cluster)
                       .lexically_normal()
                       .string();
     }

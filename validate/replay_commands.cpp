@@ -24,7 +24,7 @@ struct Flags {
 void check_output(const std::string& path, const std::string& flag) {
   if (path.empty() || path == "-") return;
   const auto dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty() && !std::filesystem::is_directory(dir)) {
+  if (std::error_code ec; !dir.empty() && !std::filesystem::is_directory(dir, ec)) {
     fail_at({}, flag, fmt::format("folder '{}' of '{}' does not exist", dir.string(), path));
   }
 }
