@@ -102,7 +102,7 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
   std::string tool_list;
   for (const auto& t : tools) tool_list += (tool_list.empty() ? "" : ", ") + t;
 
-  std::string gpu_yaml, host_yaml, network_yaml;
+  std::string gpu_yaml, host_yaml, network_yaml, library_yaml;
 
   // ---- device ----
   for (const std::string backend : {"cpu", "cuda"}) {
@@ -220,10 +220,12 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
   // ---- network: point-to-point between two nodes ----
   {
     std::vector<Measurement> lat, bw;
+    bool mpi = false;
     for (const auto& m : ms) {
       if (m.nodes < 2) continue;
       if (m.op == "p2p_latency") lat.push_back(m);
       if (m.op == "p2p_bandwidth" && !m.params.count("direction")) bw.push_back(m);
+      mpi = mpi || ((m.op == "p2p_latency" || m.op == "p2p_bandwidth") && m.backend == "mpi");
     }
     std::optional<AlphaBeta> small, large;
     if (!lat.empty()) {
@@ -266,6 +268,14 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
             small->alpha * 1e6, small->points, wire * 1e6, overhead * 1e6));
       }
       network_yaml = y;
+      if (mpi) {
+        // The figures are MPI's point to point: predictions on this profile cost collectives
+        // as the MPI library runs them (a profile for NCCL jobs sets `library: nccl`).
+        library_yaml = "library: mpi\n";
+        out.report.push_back(
+            "library: mpi (the network was measured through MPI point to point; set library: "
+            "nccl in the profile to predict NCCL collectives)");
+      }
     }
   }
 
@@ -314,6 +324,7 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
     y += gpu_yaml + host_yaml;
   }
   if (!network_yaml.empty()) y += "network:\n" + network_yaml;
+  y += library_yaml;
   if (hosts.size() > 1) {
     y += fmt::format("nodes: {}\n", hosts.size());
     y += fmt::format("hostnames: {}\n", q(host_list));

@@ -114,7 +114,8 @@ Opened open(const std::string& ref, std::string_view kind, const std::string& di
   if (is_path(ref)) {
     fs::path p(ref);
     if (p.is_relative() && !dir.empty()) p = fs::path(dir) / p;
-    if (std::error_code ec; !fs::exists(p, ec)) fail_at(where, "", fmt::format("{} file '{}' not found", kind, p.string()));
+    if (std::error_code ec; !fs::exists(p, ec))
+      fail_at(where, "", fmt::format("{} file '{}' not found", kind, p.string()));
     return {ConfigNode::load_file(p.string()), p.parent_path().string(), p.stem().string()};
   }
   const std::string key = std::string(folder_of(kind)) + "/" + ref;
@@ -227,6 +228,14 @@ GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
     e.finish();
   });
   field(n, "kernel_launch", g.kernel_launch, inherited, seconds);
+  if (n.has("compute_capability")) {
+    const auto c = n.child("compute_capability");
+    g.compute_capability = c.as<int>();
+    if (g.compute_capability < 10 || g.compute_capability > 200) {
+      c.fail(fmt::format("must be the CUDA compute capability x 10 (70 for V100), got {}",
+                         g.compute_capability));
+    }
+  }
   field(n, "step_jitter", g.step_jitter, inherited, [](const ConfigNode& c) {
     const double v = c.as<double>();
     if (!(v >= 0 && v <= 0.5)) c.fail(fmt::format("must be in [0, 0.5], got {}", v));
@@ -298,6 +307,15 @@ NodeSpec parse_node(const ConfigNode& n, const std::string& stem, Context& ctx) 
   field(n, "gpus", node.gpus, inherited, positive_int);
   section(n, "host", inherited, [&](const ConfigNode& h) {
     field(h, "cpu", node.host.cpu, inherited, text);
+    if (h.has("vendor")) {
+      static const std::vector<std::string> vendors = {"intel", "amd", "arm", "power"};
+      node.host.vendor = h.get<std::string>("vendor");
+      if (std::find(vendors.begin(), vendors.end(), node.host.vendor) == vendors.end()) {
+        h.child("vendor").fail(fmt::format("unknown CPU vendor '{}' (intel, amd, arm, power){}",
+                                           node.host.vendor,
+                                           did_you_mean(node.host.vendor, vendors)));
+      }
+    }
     field(h, "sockets", node.host.sockets, inherited, positive_int);
     field(h, "cores", node.host.cores, inherited, positive_int);
     field(h, "memory", node.host.memory, inherited, capacity);
@@ -398,26 +416,175 @@ NetworkSpec parse_network(const ConfigNode& n, const std::string& stem, Context&
 
 // ---- library --------------------------------------------------------------------------------
 
+const std::vector<std::string>& protocol_names() {
+  static const std::vector<std::string> names = {"LL", "LL128", "Simple"};
+  return names;
+}
+const std::vector<std::string>& algorithm_names() {
+  static const std::vector<std::string> names = {"ring", "tree", "nvls"};
+  return names;
+}
+const std::vector<std::string>& generation_names() {
+  static const std::vector<std::string> names = {"volta", "ampere", "hopper"};
+  return names;
+}
+
 ProtocolSpec parse_protocol(const ConfigNode& p) {
   ProtocolSpec s;
   s.name = p.get<std::string>("name");
-  s.bandwidth_fraction = fraction(p.child("bandwidth_fraction"));
-  s.base_latency = seconds(p.child("base_latency"));
-  const auto step = p.child("step_latency");
-  s.step_nvlink = seconds(step.child("nvlink"));
-  s.step_pcie = seconds(step.child("pcie"));
-  s.step_network = seconds(step.child("network"));
-  step.finish();
-  s.chunk = bytes(p.child("chunk"));
-  if (s.chunk.value() <= 0) p.child("chunk").fail("must be positive");
+  if (std::find(protocol_names().begin(), protocol_names().end(), s.name) ==
+      protocol_names().end()) {
+    p.child("name").fail(fmt::format("unknown protocol '{}' (LL, LL128, Simple){}", s.name,
+                                     did_you_mean(s.name, protocol_names())));
+  }
+  s.chunk = capacity(p.child("chunk"));
+  s.thread_threshold = capacity(p.child("thread_threshold"));
+  s.max_threads = positive_int(p.child("max_threads"));
   p.finish();
   return s;
+}
+
+// [LL, LL128, Simple] durations.
+PerProtocol per_protocol(const ConfigNode& n) {
+  const auto items = n.elements();
+  if (items.size() != kProtocols) n.fail("needs three values: [LL, LL128, Simple]");
+  PerProtocol out;
+  for (int i = 0; i < kProtocols; ++i) out[i] = seconds(items[i]);
+  return out;
+}
+
+// {ring: [..], tree: [..], ...}: one [LL, LL128, Simple] list per algorithm.
+std::map<std::string, PerProtocol> per_algorithm(const ConfigNode& n) {
+  std::map<std::string, PerProtocol> out;
+  for (const auto& key : n.keys()) {
+    if (std::find(algorithm_names().begin(), algorithm_names().end(), key) ==
+        algorithm_names().end()) {
+      n.child(key).fail(fmt::format("unknown algorithm '{}' (ring, tree, nvls){}", key,
+                                    did_you_mean(key, algorithm_names())));
+    }
+    out[key] = per_protocol(n.child(key));
+  }
+  return out;
+}
+
+// {volta: [1 node, 2 nodes, more], ampere: [..], hopper: [..]} in B/s.
+std::map<std::string, PerNodeCount> per_generation(const ConfigNode& n) {
+  std::map<std::string, PerNodeCount> out;
+  for (const auto& key : n.keys()) {
+    if (std::find(generation_names().begin(), generation_names().end(), key) ==
+        generation_names().end()) {
+      n.child(key).fail(fmt::format("unknown GPU generation '{}' (volta, ampere, hopper){}", key,
+                                    did_you_mean(key, generation_names())));
+    }
+    const auto items = n.child(key).elements();
+    if (items.size() != 3) n.child(key).fail("needs three values: [1 node, 2 nodes, 3 or more]");
+    PerNodeCount row;
+    for (int i = 0; i < 3; ++i) row[i] = bandwidth(items[i]);
+    out[key] = row;
+  }
+  return out;
+}
+
+std::vector<Bandwidth> speeds(const ConfigNode& n) {
+  std::vector<Bandwidth> out;
+  for (const auto& e : n.elements()) {
+    out.push_back(bandwidth(e));
+    if (out.size() > 1 && !(out.back() < out[out.size() - 2])) {
+      e.fail("speeds must be listed from the highest down");
+    }
+  }
+  if (out.empty()) n.fail("needs at least one speed");
+  return out;
+}
+
+double factor(const ConfigNode& n) { return fraction(n); }
+
+void parse_latency(const ConfigNode& l, TunerSpec& t, bool inherited) {
+  field(l, "base", t.base_latency, inherited, per_algorithm);
+  static const std::vector<std::pair<const char*, PathClass>> classes = {
+      {"nvlink", PathClass::kNvlink}, {"pcie", PathClass::kPcie}, {"network", PathClass::kNetwork}};
+  for (const auto& [key, cls] : classes) {
+    field(l, key, t.step_latency[cls], inherited, per_algorithm);
+  }
+  if (l.has("network_overhead")) {
+    const auto o = l.child("network_overhead");
+    t.network_overhead_intel = seconds(o.child("intel"));
+    t.network_overhead_amd = seconds(o.child("amd"));
+    t.network_overhead_simple_factor = o.get<double>("simple_factor");
+    if (!(t.network_overhead_simple_factor >= 1 && t.network_overhead_simple_factor <= 100)) {
+      o.child("simple_factor").fail("must be in [1, 100]");
+    }
+    o.finish();
+  }
+  l.finish();
+}
+
+void parse_bandwidth(const ConfigNode& b, TunerSpec& t, bool inherited) {
+  field(b, "ring_ll", t.ring_ll, inherited, factor);
+  field(b, "ring_ll128", t.ring_ll128, inherited, factor);
+  field(b, "ring_ll128_one_gpu", t.ring_ll128_one_gpu, inherited, factor);
+  field(b, "tree", t.tree, inherited, factor);
+  field(b, "tree_ll", t.tree_ll, inherited, factor);
+  section(b, "tree_ll128", inherited, [&](const ConfigNode& e) {
+    t.tree_ll128_one_node = fraction(e.child("one_node"));
+    t.tree_ll128_nodes = fraction(e.child("nodes"));
+    e.finish();
+  });
+  field(b, "ll_max", t.ll_max, inherited, per_generation);
+  field(b, "ring_ll128_per_channel", t.ring_ll128_per_channel, inherited, per_generation);
+  field(b, "tree_ll128_per_channel", t.tree_ll128_per_channel, inherited, per_generation);
+  field(b, "tree_per_channel", t.tree_per_channel, inherited, per_generation);
+  section(b, "tree_correction", inherited, [&](const ConfigNode& c) {
+    for (int p = 0; p < kProtocols; ++p) {
+      auto& row = t.tree_correction[static_cast<std::size_t>(p)];
+      row.clear();
+      for (const auto& e : c.child(protocol_names()[static_cast<std::size_t>(p)]).elements()) {
+        row.push_back(fraction(e));
+      }
+      if (row.empty()) c.child(protocol_names()[static_cast<std::size_t>(p)]).fail("is empty");
+    }
+    c.finish();
+  });
+  if (b.has("plateau")) {
+    const auto pl = b.child("plateau");
+    t.plateau_bytes = capacity(pl.child("bytes"));
+    for (auto [key, out] : {std::pair{"factor", &t.plateau_factor},
+                            std::pair{"factor_pre_ampere", &t.plateau_factor_pre_ampere}}) {
+      *out = pl.get<double>(key);
+      if (!(*out >= 1 && *out <= 10)) pl.child(key).fail("must be in [1, 10]");
+    }
+    pl.finish();
+  }
+  if (b.has("nvls")) {
+    const auto v = b.child("nvls");
+    t.nvls_ratio = fraction(v.child("algbw_ratio"));
+    t.nvls_channels = positive_int(v.child("channels"));
+    v.finish();
+  }
+  b.finish();
 }
 
 LibrarySpec parse_library(const ConfigNode& n, const std::string& stem, Context& ctx) {
   LibrarySpec lib;
   const bool inherited = take_base<LibrarySpec>(n, "library", ctx, parse_library, lib);
   read_about(n, "library", stem, lib.about, inherited, n.file());
+  if (n.has("family")) {
+    lib.family = n.get<std::string>("family");
+    if (lib.family != "nccl" && lib.family != "mpi") {
+      n.child("family").fail(fmt::format("unknown library family '{}' (nccl, mpi)", lib.family));
+    }
+  }
+  section(n, "link_efficiency", inherited, [&](const ConfigNode& e) {
+    lib.nvlink_efficiency = fraction(e.child("nvlink"));
+    lib.pcie_efficiency = fraction(e.child("pcie"));
+    e.finish();
+  });
+  if (!lib.nccl()) {
+    // MPI: point-to-point schedules, no tuning model (any NCCL key is an unknown key).
+    field(n, "segment", lib.segment, inherited, capacity);
+    n.finish();
+    return lib;
+  }
   section(n, "protocols", inherited, [&](const ConfigNode& c) {
     lib.protocols.clear();
     std::set<std::string> seen;
@@ -430,7 +597,68 @@ LibrarySpec parse_library(const ConfigNode& n, const std::string& stem, Context&
     if (lib.protocols.empty()) c.fail("needs at least one protocol");
   });
   field(n, "max_channels", lib.max_channels, inherited, positive_int);
+  if (lib.max_channels > 64)
+    n.child("max_channels").fail("must be at most 64 (NCCL's MAXCHANNELS)");
+  auto& t = lib.tuner;
+  field(n, "version", t.version, inherited, text);
+  section(n, "algorithms", inherited, [&](const ConfigNode& c) {
+    t.algorithms.clear();
+    for (const auto& e : c.elements()) {
+      const auto a = e.as<std::string>();
+      if (std::find(algorithm_names().begin(), algorithm_names().end(), a) ==
+          algorithm_names().end()) {
+        e.fail(fmt::format("unknown algorithm '{}' (ring, tree, nvls){}", a,
+                           did_you_mean(a, algorithm_names())));
+      }
+      t.algorithms.push_back(a);
+    }
+    if (std::find(t.algorithms.begin(), t.algorithms.end(), "ring") == t.algorithms.end()) {
+      c.fail("must offer ring (NCCL always has rings)");
+    }
+  });
+  section(n, "latency", inherited, [&](const ConfigNode& l) { parse_latency(l, t, inherited); });
+  section(n, "bandwidth", inherited,
+          [&](const ConfigNode& b) { parse_bandwidth(b, t, inherited); });
+  section(n, "ll128", inherited, [&](const ConfigNode& l) {
+    t.ll128_compute_capabilities.clear();
+    for (const auto& e : l.child("compute_capabilities").elements()) {
+      const int cc = e.as<int>();
+      if (cc < 10 || cc > 200) e.fail(fmt::format("'{}' is not a compute capability x 10", cc));
+      t.ll128_compute_capabilities.push_back(cc);
+    }
+    static const std::vector<std::string> paths = {"pix", "pxb", "pxn", "phb"};
+    for (auto [key, out] : {std::pair{"network_path", &t.ll128_network_path},
+                            std::pair{"network_path_hopper", &t.ll128_network_path_hopper}}) {
+      *out = l.get<std::string>(key);
+      if (std::find(paths.begin(), paths.end(), *out) == paths.end()) {
+        l.child(key).fail(fmt::format("'{}' is not pix, pxb, pxn or phb", *out));
+      }
+    }
+    l.finish();
+  });
+  section(n, "search", inherited, [&](const ConfigNode& c) {
+    t.speeds_intra = speeds(c.child("speeds_intra"));
+    t.speeds_inter = speeds(c.child("speeds_inter"));
+    t.speeds_intra_hopper =
+        c.has("speeds_intra_hopper") ? speeds(c.child("speeds_intra_hopper")) : t.speeds_intra;
+    t.speeds_inter_hopper =
+        c.has("speeds_inter_hopper") ? speeds(c.child("speeds_inter_hopper")) : t.speeds_inter;
+    t.duplicate_from = bandwidth(c.child("duplicate_from"));
+    t.runtime_factor = positive_int(c.child("runtime_factor"));
+    c.finish();
+  });
   n.finish();
+  // Every offered algorithm has its latencies on every path class.
+  for (const auto& a : t.algorithms) {
+    const bool complete = t.base_latency.count(a) && t.step_latency[PathClass::kNvlink].count(a) &&
+                          t.step_latency[PathClass::kPcie].count(a) &&
+                          t.step_latency[PathClass::kNetwork].count(a);
+    if (!complete) {
+      n.child("latency").fail(fmt::format(
+          "algorithm '{}' is offered but has no latencies under base, nvlink, pcie and network",
+          a));
+    }
+  }
   return lib;
 }
 
@@ -547,6 +775,11 @@ LibrarySpec load_library(const std::string& ref) {
 ClusterSpec load_cluster(const std::string& ref) {
   return load_top<ClusterSpec>(ref, "cluster", parse_cluster);
 }
+ClusterSpec load_cluster(const std::string& ref, const std::optional<std::string>& library) {
+  auto c = load_cluster(ref);
+  if (library) c.library = load_library(*library);
+  return c;
+}
 
 AnySpec load_any(const std::string& ref, const std::string& kind) {
   std::string k = kind;
@@ -555,7 +788,8 @@ AnySpec load_any(const std::string& ref, const std::string& kind) {
     fail_at({}, "--kind", fmt::format("unknown kind '{}'{}", k, did_you_mean(k, profile_kinds())));
   }
   if (k.empty() && is_path(ref)) {
-    if (std::error_code ec; !fs::exists(ref, ec)) fail_at({}, "", fmt::format("file '{}' not found", ref));
+    if (std::error_code ec; !fs::exists(ref, ec))
+      fail_at({}, "", fmt::format("file '{}' not found", ref));
     k = ConfigNode::load_file(ref).get<std::string>("kind");
     if (std::find(profile_kinds().begin(), profile_kinds().end(), k) == profile_kinds().end()) {
       ConfigNode::load_file(ref).child("kind").fail(

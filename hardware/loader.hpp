@@ -2,6 +2,7 @@
 // Loading hardware profiles: a preset name (compiled in from hardware/presets) or a YAML file,
 // with `extends:` resolved and every field checked (docs/hardware-format.md).
 
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -16,6 +17,10 @@ NodeSpec load_node(const std::string& name_or_path);
 NetworkSpec load_network(const std::string& name_or_path);
 LibrarySpec load_library(const std::string& name_or_path);
 ClusterSpec load_cluster(const std::string& name_or_path);
+// A cluster with another collective library than its own (a preset name or a file), when
+// `library` is given.
+ClusterSpec load_cluster(const std::string& name_or_path,
+                         const std::optional<std::string>& library);
 
 using AnySpec = std::variant<GpuSpec, NodeSpec, NetworkSpec, LibrarySpec, ClusterSpec>;
 

@@ -17,16 +17,11 @@ const std::vector<std::string>& profile_kinds() {
   return kinds;
 }
 
-Seconds ProtocolSpec::step_latency(PathClass c) const {
-  switch (c) {
-    case PathClass::kNvlink:
-      return step_nvlink;
-    case PathClass::kPcie:
-      return step_pcie;
-    case PathClass::kNetwork:
-      return step_network;
+const ProtocolSpec* LibrarySpec::protocol(std::string_view name) const {
+  for (const auto& p : protocols) {
+    if (p.name == name) return &p;
   }
-  return step_network;
+  return nullptr;
 }
 
 int ClusterSpec::node_count() const {

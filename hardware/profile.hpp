@@ -3,9 +3,11 @@
 // what the cluster network is, and the per-protocol constants of the collective library.
 // Read from YAML (docs/hardware-format.md); every quantity carries its unit in its type.
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.hpp"
@@ -43,6 +45,9 @@ struct GpuSpec {
   // Coefficient of variation of one GPU's compute time from step to step (stragglers): a step's
   // compute is scaled by 1 + step_jitter x z, z standard normal (docs/simulator.md).
   double step_jitter = 0;
+  // CUDA compute capability x 10 (70 V100, 80 A100, 90 H100); 0 when the profile does not say.
+  // NCCL's tuner reads it (which rows of its tables, whether LL128 is safe).
+  int compute_capability = 0;
 
   // Peak for arithmetic in `p` (fp16/bf16 fall back to fp32 where the GPU lacks them).
   FlopRate peak_for(Precision p) const;
@@ -50,6 +55,7 @@ struct GpuSpec {
 
 struct HostSpec {
   std::string cpu;
+  std::string vendor = "intel";  // intel | amd | arm | power: NCCL's network overhead and LL caps
   int sockets = 1;
   int cores = 1;
   Bytes memory;
@@ -114,19 +120,81 @@ struct NetworkSpec {
 // Where a transfer runs, for per-step protocol latencies.
 enum class PathClass { kNvlink, kPcie, kNetwork };
 
+// One of NCCL's protocols (LL, LL128, Simple): the payload a channel moves per pipeline step
+// (its buffer over NCCL_STEPS), how many bytes a thread must have before NCCL drops a channel for
+// a small message, and its threads per channel (src/enqueue.cc, "thread threshold";
+// src/include/device.h). Its bandwidth and latency are in the tuner's tables.
 struct ProtocolSpec {
   std::string name;
-  double bandwidth_fraction = 1;                 // of the link bandwidth
-  Seconds base_latency;                          // once per collective
-  Seconds step_nvlink, step_pcie, step_network;  // per step, by path class
-  Bytes chunk;                                   // pipelining unit per channel
-  Seconds step_latency(PathClass c) const;
+  Bytes chunk;             // per channel and pipeline step
+  Bytes thread_threshold;  // per thread
+  int max_threads = 512;   // per channel
 };
 
+// The protocols NCCL's tables are indexed by, in its order.
+inline constexpr int kProtocols = 3;  // LL, LL128, Simple
+using PerProtocol = std::array<Seconds, kProtocols>;
+// Per-channel bandwidth caps of NCCL's tuner by GPU generation and node count: [1 node, 2 nodes,
+// 3 or more], in B/s (0: no cap).
+using PerNodeCount = std::array<Bandwidth, 3>;
+
+// NCCL's tuning model of one release (src/graph/tuning.cc, src/graph/search.cc; docs/networks.md,
+// "NCCL's choices"), as data: networks/nccl_tuner.cpp applies it.
+struct TunerSpec {
+  std::string version;                  // e.g. 2.21.5
+  std::vector<std::string> algorithms;  // offered without plugins: ring, tree, nvls
+  // Latencies: baseLat[algorithm][protocol] and hwLat[path class][algorithm][protocol].
+  std::map<std::string, PerProtocol> base_latency;
+  std::map<PathClass, std::map<std::string, PerProtocol>> step_latency;
+  // Across nodes NCCL >= 2.18 floors a ring step at the CPU's network overhead (Simple: x3).
+  Seconds network_overhead_intel, network_overhead_amd;
+  double network_overhead_simple_factor = 1;
+  // Bandwidth factors on busBw: ring LL and LL128, tree Simple, LL, and LL128 (one node, more).
+  double ring_ll = 0.25, ring_ll128 = 0.92, tree = 0.92, tree_ll = 1 / 3.8;
+  double ring_ll128_one_gpu = 0.92;  // ring LL128 with one GPU per node (NCCL 2.7-2.22: 0.7)
+  double tree_ll128_one_node = 7.0 / 9.0, tree_ll128_nodes = 120.0 / 128.0;
+  // Caps by generation ("volta", "ampere", "hopper"): llMaxBws (whole, not per channel; across
+  // nodes its rows are the CPU's: "volta" Intel, "ampere" AMD), and per channel for ring LL128,
+  // tree LL128 and tree.
+  std::map<std::string, PerNodeCount> ll_max, ring_ll128_per_channel, tree_ll128_per_channel,
+      tree_per_channel;
+  // Tree bandwidth x treeCorrectionFactor[protocol][log2(bytes / 64)].
+  std::array<std::vector<double>, kProtocols> tree_correction;
+  // Ring Simple allreduce across nodes: latency x factor once bytes/(channels x ranks) reaches
+  // plateau_bytes (the "plateau" of tuning.cc); factor_pre_ampere below compute capability 80.
+  Bytes plateau_bytes;
+  double plateau_factor = 1, plateau_factor_pre_ampere = 1;
+  // NVLS (NVLink SHARP, NCCL 2.19-2.27): busBw = channels x min(bwIntra, bwInter), algBw =
+  // busBw x nvls_ratio (5/6), on nvls_channels channels of their own.
+  double nvls_ratio = 1;
+  int nvls_channels = 16;
+  // LL128 is used only on these GPU generations, and across nodes only where the GPU reaches
+  // its NIC within this PCIe path type (pix, pxb, pxn, phb).
+  std::vector<int> ll128_compute_capabilities;
+  std::string ll128_network_path = "pxb", ll128_network_path_hopper = "pxb";
+  // The search: per-channel speeds it tries, highest first (B/s), intra and inter node, with
+  // their Hopper variants; channels are doubled (and halved in speed) from this speed on.
+  std::vector<Bandwidth> speeds_intra, speeds_inter, speeds_intra_hopper, speeds_inter_hopper;
+  Bandwidth duplicate_from;
+  // Channels a kernel runs per search channel (ncclTopoPostset: 2 from NCCL 2.5, 1 before).
+  int runtime_factor = 2;
+};
+
+// The collective library: NCCL (its protocols and tuning model decide each collective), or MPI
+// (point-to-point schedules: ring, halving-doubling, parameter servers, costed link by link).
 struct LibrarySpec {
   Provenance about;
-  std::vector<ProtocolSpec> protocols;
-  int max_channels = 1;
+  std::string family = "nccl";          // nccl | mpi
+  std::vector<ProtocolSpec> protocols;  // nccl: LL, LL128, Simple (those the release has)
+  int max_channels = 1;                 // nccl: MAXCHANNELS
+  Bytes segment;                        // mpi: the pipelining unit of broadcast and reduce
+  // What the library's copies get of a link's line rate inside a node (NCCL maintainers: ~20 of
+  // 25 GB/s per NVLink; NCCL's PCI_BW 12 of 15.75 GB/s for PCIe gen3 x16): every NVLink and
+  // PCIe link of the topology runs at line rate x this.
+  double nvlink_efficiency = 1, pcie_efficiency = 1;
+  TunerSpec tuner;  // family nccl
+  bool nccl() const { return family == "nccl"; }
+  const ProtocolSpec* protocol(std::string_view name) const;
 };
 
 struct NodeGroup {

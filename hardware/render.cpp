@@ -1,6 +1,7 @@
 #include "hardware/render.hpp"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <vector>
 
 namespace dlsim::hardware {
@@ -112,6 +113,7 @@ void print(Printer& p, const GpuSpec& g) {
   p.end();
   p.seconds("kernel_launch", g.kernel_launch);
   p.count("step_jitter", g.step_jitter);
+  if (g.compute_capability > 0) p.count("compute_capability", g.compute_capability);
 }
 
 void print(Printer& p, const NodeSpec& n) {
@@ -122,6 +124,7 @@ void print(Printer& p, const NodeSpec& n) {
   p.count("gpus", n.gpus);
   p.begin("host");
   p.text("cpu", n.host.cpu);
+  p.text("vendor", n.host.vendor);
   p.count("sockets", n.host.sockets);
   p.count("cores", n.host.cores);
   p.bytes("memory", n.host.memory);
@@ -172,24 +175,108 @@ void print(Printer& p, const NetworkSpec& n) {
   p.end();
 }
 
+void per_algorithm(Printer& p, const char* key, const std::map<std::string, PerProtocol>& m) {
+  p.begin(key);
+  for (const auto& [algo, v] : m) {
+    p.begin(algo.c_str());
+    p.seconds("LL", v[0]);
+    p.seconds("LL128", v[1]);
+    p.seconds("Simple", v[2]);
+    p.end();
+  }
+  p.end();
+}
+
+void per_generation(Printer& p, const char* key, const std::map<std::string, PerNodeCount>& m) {
+  p.begin(key);
+  for (const auto& [gen, v] : m) {
+    p.begin(gen.c_str());
+    p.bandwidth("one_node", v[0]);
+    p.bandwidth("two_nodes", v[1]);
+    p.bandwidth("more_nodes", v[2]);
+    p.end();
+  }
+  p.end();
+}
+
 void print(Printer& p, const LibrarySpec& l) {
   about(p, "library", l.about);
+  p.text("family", l.family);
+  p.begin("link_efficiency");
+  p.count("nvlink", l.nvlink_efficiency);
+  p.count("pcie", l.pcie_efficiency);
+  p.end();
+  if (!l.nccl()) {
+    p.bytes("segment", l.segment);
+    return;
+  }
+  const auto& t = l.tuner;
+  p.text("version", t.version);
+  p.text("algorithms", fmt::format("{}", fmt::join(t.algorithms, ", ")));
+  p.count("max_channels", l.max_channels);
   p.begin_list("protocols");
   for (const auto& s : l.protocols) {
     p.begin_item();
     p.text("name", s.name);
-    p.count("bandwidth_fraction", s.bandwidth_fraction);
-    p.seconds("base_latency", s.base_latency);
-    p.begin("step_latency");
-    p.seconds("nvlink", s.step_nvlink);
-    p.seconds("pcie", s.step_pcie);
-    p.seconds("network", s.step_network);
-    p.end();
     p.bytes("chunk", s.chunk);
+    p.bytes("thread_threshold", s.thread_threshold);
+    p.count("max_threads", s.max_threads);
     p.end();
   }
   p.end();
-  p.count("max_channels", l.max_channels);
+  p.begin("latency");
+  per_algorithm(p, "base", t.base_latency);
+  for (const auto& [cls, name] :
+       {std::pair{PathClass::kNvlink, "nvlink"}, std::pair{PathClass::kPcie, "pcie"},
+        std::pair{PathClass::kNetwork, "network"}}) {
+    const auto it = t.step_latency.find(cls);
+    if (it != t.step_latency.end()) per_algorithm(p, name, it->second);
+  }
+  if (t.network_overhead_simple_factor > 1) {
+    p.begin("network_overhead");
+    p.seconds("intel", t.network_overhead_intel);
+    p.seconds("amd", t.network_overhead_amd);
+    p.count("simple_factor", t.network_overhead_simple_factor);
+    p.end();
+  }
+  p.end();
+  p.begin("bandwidth");
+  p.count("ring_ll", t.ring_ll);
+  p.count("ring_ll128", t.ring_ll128);
+  p.count("ring_ll128_one_gpu", t.ring_ll128_one_gpu);
+  p.count("tree", t.tree);
+  p.count("tree_ll", t.tree_ll);
+  p.count("tree_ll128_one_node", t.tree_ll128_one_node);
+  p.count("tree_ll128_nodes", t.tree_ll128_nodes);
+  per_generation(p, "ll_max", t.ll_max);
+  per_generation(p, "ring_ll128_per_channel", t.ring_ll128_per_channel);
+  per_generation(p, "tree_ll128_per_channel", t.tree_ll128_per_channel);
+  per_generation(p, "tree_per_channel", t.tree_per_channel);
+  if (t.plateau_bytes.value() > 0) {
+    p.begin("plateau");
+    p.bytes("bytes", t.plateau_bytes);
+    p.count("factor", t.plateau_factor);
+    p.count("factor_pre_ampere", t.plateau_factor_pre_ampere);
+    p.end();
+  }
+  if (std::find(t.algorithms.begin(), t.algorithms.end(), "nvls") != t.algorithms.end()) {
+    p.begin("nvls");
+    p.count("algbw_ratio", t.nvls_ratio);
+    p.count("channels", t.nvls_channels);
+    p.end();
+  }
+  p.end();
+  p.begin("ll128");
+  p.text("compute_capabilities", fmt::format("{}", fmt::join(t.ll128_compute_capabilities, ", ")));
+  p.text("network_path", t.ll128_network_path);
+  p.text("network_path_hopper", t.ll128_network_path_hopper);
+  p.end();
+  p.begin("search");
+  p.bandwidth("highest_intra", t.speeds_intra.front());
+  p.bandwidth("highest_inter", t.speeds_inter.front());
+  p.bandwidth("duplicate_from", t.duplicate_from);
+  p.count("runtime_factor", t.runtime_factor);
+  p.end();
 }
 
 void print(Printer& p, const ClusterSpec& c) {

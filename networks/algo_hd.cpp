@@ -21,10 +21,9 @@ int floor_log2(int n) {
 
 class HalvingDoubling : public CollectiveAlgorithm {
  public:
-  bool supports(CollectiveOp) const override { return true; }
+  bool supports(CollectiveOp, const hardware::LibrarySpec&) const override { return true; }
 
-  Schedule schedule(const CollectiveRequest& req, const Communicator& comm,
-                    const hardware::ProtocolSpec&) const override {
+  Schedule schedule(const CollectiveRequest& req, const Communicator& comm) const override {
     Schedule s;
     s.algorithm = "hd";
     const int n = comm.size();
@@ -45,31 +44,39 @@ class HalvingDoubling : public CollectiveAlgorithm {
     return s;
   }
 
-  ClosedForm closed_form(const CollectiveRequest& req, const Communicator& comm,
-                         const hardware::ProtocolSpec& proto) const override {
+  CollectiveCost cost(const CollectiveRequest& req, const Communicator& comm) const override {
+    CollectiveCost c;
+    c.algorithm = "hd";
     const int n = comm.size();
-    if (n < 2) return {proto.base_latency, "b (one rank)"};
+    if (n < 2) {
+      c.formula = "0 (one rank)";
+      return c;
+    }
     // Each step: its slowest route, with the sharing factor L of the step's own transfers.
-    const Seconds t = closed_form_time(comm, schedule(req, comm, proto), proto);
+    c.time = closed_form_time(comm, schedule(req, comm));
+    CollectiveRequest tiny = req;
+    tiny.size = Bytes(1);
+    c.latency = closed_form_time(comm, schedule(tiny, comm));
+    c.why = "recursive halving and doubling (MPICH), point to point";
     const char* formula = "";
     switch (req.op) {
       case CollectiveOp::kAllReduce:
-        formula =
-            "b + sum over 2 log2 p + 2[r>0] steps of (a + L S_j B), p = 2^floor(log2 n), r = n-p";
+        formula = "sum over 2 log2 p + 2[r>0] steps of (a + L S_j B), p = 2^floor(log2 n), r = n-p";
         break;
       case CollectiveOp::kReduceScatter:
       case CollectiveOp::kAllGather:
-        formula = "b + log2(n) a + (n-1)/n L S B";
+        formula = "log2(n) a + (n-1)/n L S B";
         break;
       case CollectiveOp::kBroadcast:
       case CollectiveOp::kReduce:
-        formula = "b + ceil(log2 n)(a + L S B)";
+        formula = "ceil(log2 n)(a + L S B)";
         break;
       case CollectiveOp::kAllToAll:
-        formula = "b + (n-1)(a + L S/n B)";
+        formula = "(n-1)(a + L S/n B)";
         break;
     }
-    return {t, formula};
+    c.formula = formula;
+    return c;
   }
 
  private:

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "networks/algorithms.hpp"
@@ -18,83 +19,103 @@ namespace {
 
 class ParameterServer : public CollectiveAlgorithm {
  public:
-  bool supports(CollectiveOp op) const override { return op == CollectiveOp::kAllReduce; }
-
-  struct Server {
-    int vertex = 0;
-    Bandwidth memory;  // of the device that sums
-    double bytes = 0;  // shard held
-  };
-
-  static std::vector<Server> servers(const CollectiveRequest& req, const Communicator& comm) {
-    const auto& ps = req.ps;
-    const auto& topo = *comm.topo;
-    if (ps.servers < 1) fail_at({}, "--ps-servers", "must be at least 1");
-    if (!ps.colocated && static_cast<int>(comm.server_slots.size()) < ps.servers) {
-      fail_at({}, "--ps-servers",
-              fmt::format("{} dedicated servers need {} free nodes, but the cluster has {} left "
-                          "after the workers' (or use colocated servers)",
-                          ps.servers, ps.servers, comm.server_slots.size()));
-    }
-    const int worker_nodes = comm.node_count();
-    std::vector<Server> out;
-    const auto nodes = comm.ranks_by_node();
-    for (int s = 0; s < ps.servers; ++s) {
-      const int slot =
-          ps.colocated ? comm.rank_slot[nodes[s % worker_nodes].front()] : comm.server_slots[s];
-      Server sv;
-      if (ps.on_gpu) {
-        // A colocated server shares a GPU with a worker: the node's s-th GPU in turn.
-        const int gpus = topo.node(slot).gpus;
-        sv.vertex = topo.gpu_vertex(slot, ps.colocated ? (s / worker_nodes) % gpus : 0);
-        sv.memory = topo.node(slot).gpu.memory_bandwidth;
-      } else {
-        sv.vertex = topo.host_vertex(slot);
-        sv.memory = topo.node(slot).host.memory_bandwidth;
-      }
-      out.push_back(sv);
-    }
-    const auto shards = ps_shard_bytes(ps, req.size.value());
-    for (std::size_t s = 0; s < out.size(); ++s) out[s].bytes = shards[s];
-    return out;
+  bool supports(CollectiveOp op, const hardware::LibrarySpec&) const override {
+    return op == CollectiveOp::kAllReduce;
   }
 
-  Schedule schedule(const CollectiveRequest& req, const Communicator& comm,
-                    const hardware::ProtocolSpec&) const override {
+  Schedule schedule(const CollectiveRequest& req, const Communicator& comm) const override {
     Schedule s;
     s.algorithm = "ps";
-    const auto svs = servers(req, comm);
+    const auto svs = ps_servers(req, comm);
     s.channels = static_cast<int>(svs.size());
+    const double S = req.size.value();
+    // Who pushes: every GPU, or (summing inside the node first, as TensorFlow's and MXNet's
+    // workers do) each node's host once.
+    const auto nodes = comm.ranks_by_node();
+    std::vector<int> pushers;
+    Phase gather, scatter;
+    const bool local = req.ps.aggregation != PsAggregation::kNone;
+    if (local) {
+      gather.label = "sum inside each node";
+      scatter.label = "copy to each GPU";
+      double worst = 0;
+      for (const auto& ranks : nodes) {
+        const auto a = ps_aggregator(req.ps, comm, ranks);
+        pushers.push_back(a.vertex);
+        for (int r : ranks) {
+          gather.transfers.push_back({comm.rank_vertex[r], a.vertex, S});
+          scatter.transfers.push_back({a.pull_vertex, comm.rank_vertex[r], S});
+        }
+        const int g = static_cast<int>(ranks.size());
+        if (g > 1 && reduce_traffic(S, g) / a.memory.value() > worst) {
+          worst = reduce_traffic(S, g) / a.memory.value();
+          gather.reduce_bytes = reduce_traffic(S, g);
+          gather.reduce_bandwidth = a.memory;
+        }
+      }
+      gather.overlap_reduce = false;
+    } else {
+      pushers = comm.rank_vertex;
+    }
     Phase push, sum, pull;
     push.label = "push gradients";
     pull.label = "pull parameters";
     sum.label = "sum on servers";
-    const int W = comm.size();
-    const Server* slowest = &svs.front();
-    for (const auto& sv : svs) {
-      for (int w = 0; w < W; ++w) {
-        push.transfers.push_back({comm.rank_vertex[w], sv.vertex, sv.bytes, -1});
-        pull.transfers.push_back({sv.vertex, comm.rank_vertex[w], sv.bytes, -1});
-      }
-      if (reduce_traffic(sv.bytes, W) / sv.memory.value() >
-          reduce_traffic(slowest->bytes, W) / slowest->memory.value()) {
-        slowest = &sv;
+    const int W = static_cast<int>(pushers.size());
+    // Servers on one device (a host's memory, or a GPU's) share its memory bandwidth: summing W
+    // pushed copies into a shard reads W + 1 buffers and writes one; the busiest device ends
+    // the step.
+    std::map<int, std::pair<double, Bandwidth>> device;  // vertex -> (bytes, bandwidth)
+    std::vector<int> pullers = pushers;
+    if (local) {
+      for (std::size_t j = 0; j < nodes.size(); ++j) {
+        pullers[j] = ps_aggregator(req.ps, comm, nodes[j]).pull_vertex;
       }
     }
-    // Summing W pushed copies into the shard reads W + 1 buffers and writes one; the slowest
-    // server ends the step.
-    sum.reduce_bytes = reduce_traffic(slowest->bytes, W);
-    sum.reduce_bandwidth = slowest->memory;
+    for (const auto& sv : svs) {
+      for (std::size_t w = 0; w < pushers.size(); ++w) {
+        push.transfers.push_back({pushers[w], sv.vertex, sv.bytes});
+        pull.transfers.push_back({sv.vertex, pullers[w], sv.bytes});
+      }
+      auto& d = device[sv.vertex];
+      d.first += reduce_traffic(sv.bytes, W);
+      d.second = sv.memory;
+    }
+    double worst = -1;
+    for (const auto& [v, d] : device) {
+      if (d.first / d.second.value() > worst) {
+        worst = d.first / d.second.value();
+        sum.reduce_bytes = d.first;
+        sum.reduce_bandwidth = d.second;
+      }
+    }
     sum.overlap_reduce = false;
-    s.phases = {push, sum, pull};
+    if (local) s.phases.push_back(std::move(gather));
+    s.phases.push_back(std::move(push));
+    s.phases.push_back(std::move(sum));
+    s.phases.push_back(std::move(pull));
+    if (local) s.phases.push_back(std::move(scatter));
     return s;
   }
 
-  ClosedForm closed_form(const CollectiveRequest& req, const Communicator& comm,
-                         const hardware::ProtocolSpec& proto) const override {
+  CollectiveCost cost(const CollectiveRequest& req, const Communicator& comm) const override {
     // Push and pull: the server NIC takes W shards while each worker sends S in all.
-    const Seconds t = closed_form_time(comm, schedule(req, comm, proto), proto);
-    return {t, "b + 2(a + max(S, W S_s) B) + (W+2) S_s / M_s"};
+    CollectiveCost c;
+    c.algorithm = "ps";
+    c.channels = req.ps.servers;
+    c.time = closed_form_time(comm, schedule(req, comm));
+    CollectiveRequest tiny = req;
+    tiny.size = Bytes(1);
+    tiny.ps.tensors = {1.0};
+    c.latency = closed_form_time(comm, schedule(tiny, comm));
+    c.formula =
+        req.ps.aggregation != PsAggregation::kNone
+            ? "2(a + g S B_n) + (g+2) S / M_h + 2(a + max(S, N S_s) B) + sum_d (N+2) S_s / M_d"
+            : "2(a + max(S, W S_s) B) + sum over a device's servers of (W+2) S_s / M_d";
+    c.why = fmt::format("{} parameter server(s), {}, summing on the {}", req.ps.servers,
+                        req.ps.colocated ? "colocated" : "dedicated",
+                        req.ps.on_gpu ? "GPU" : "host CPU");
+    return c;
   }
 };
 }  // namespace
@@ -107,6 +128,57 @@ void register_parameter_server(AlgorithmRegistry& r) {
 }  // namespace dlsim::networks::detail
 
 namespace dlsim::networks {
+
+std::vector<PsServer> ps_servers(const CollectiveRequest& req, const Communicator& comm) {
+  const auto& ps = req.ps;
+  const auto& topo = *comm.topo;
+  if (ps.servers < 1) fail_at({}, "--ps-servers", "must be at least 1");
+  if (!ps.colocated && static_cast<int>(comm.server_slots.size()) < ps.servers) {
+    fail_at({}, "--ps-servers",
+            fmt::format("{} dedicated servers need {} free nodes, but the cluster has {} left "
+                        "after the workers' (or use colocated servers)",
+                        ps.servers, ps.servers, comm.server_slots.size()));
+  }
+  const int worker_nodes = comm.node_count();
+  std::vector<PsServer> out;
+  const auto nodes = comm.ranks_by_node();
+  for (int s = 0; s < ps.servers; ++s) {
+    const int slot =
+        ps.colocated ? comm.rank_slot[nodes[s % worker_nodes].front()] : comm.server_slots[s];
+    PsServer sv;
+    if (ps.on_gpu) {
+      // A colocated server shares a GPU with a worker: the node's s-th GPU in turn.
+      const int gpus = topo.node(slot).gpus;
+      sv.vertex = topo.gpu_vertex(slot, ps.colocated ? (s / worker_nodes) % gpus : 0);
+      sv.memory = topo.node(slot).gpu.memory_bandwidth;
+    } else {
+      sv.vertex = topo.host_vertex(slot);
+      sv.memory = topo.node(slot).host.memory_bandwidth;
+    }
+    out.push_back(sv);
+  }
+  const auto shards = ps_shard_bytes(ps, req.size.value());
+  for (std::size_t s = 0; s < out.size(); ++s) out[s].bytes = shards[s];
+  return out;
+}
+
+PsAggregator ps_aggregator(const PsOptions& ps, const Communicator& comm,
+                           const std::vector<int>& ranks) {
+  const auto& topo = *comm.topo;
+  const int slot = comm.rank_slot[ranks.front()];
+  PsAggregator a;
+  a.pull_vertex = topo.host_vertex(slot);
+  if (ps.aggregation == PsAggregation::kGpu) {
+    // One of the node's GPUs in turn by variable (tf_cnn_benchmarks: variable i on GPU i mod g).
+    const auto pick = static_cast<std::size_t>(ps.variable) % ranks.size();
+    a.vertex = comm.rank_vertex[ranks[pick]];
+    a.memory = topo.node(slot).gpu.memory_bandwidth;
+  } else {
+    a.vertex = a.pull_vertex;
+    a.memory = topo.node(slot).host.memory_bandwidth;
+  }
+  return a;
+}
 
 std::vector<double> ps_shard_bytes(const PsOptions& ps, double bytes) {
   std::vector<double> out(static_cast<std::size_t>(std::max(ps.servers, 1)), 0.0);

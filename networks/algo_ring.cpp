@@ -1,13 +1,15 @@
-// Ring algorithms (docs/networks.md, "Ring"): allreduce as a reduce-scatter followed by an
-// all-gather, n-1 steps each (Patarasuk & Yuan 2009, "Bandwidth optimal all-reduce algorithms
-// for clusters of workstations", JPDC 69(2)); all-gather and reduce-scatter as one half of it;
-// broadcast and reduce as a pipelined chain along the ring (NCCL); all-to-all as n-1 pairwise
-// shifts (Thakur, Rabenseifner & Gropp 2005, sec. 4.4). Several channels split the data over
-// edge-disjoint rings, as NCCL does on NVLink.
+// Point-to-point ring algorithms of an MPI library (docs/networks.md, "MPI ring"): allreduce as
+// a reduce-scatter followed by an all-gather, n-1 steps each (Patarasuk & Yuan 2009, "Bandwidth
+// optimal all-reduce algorithms for clusters of workstations", JPDC 69(2)); all-gather and
+// reduce-scatter as one half of it; broadcast and reduce as a chain along the ring pipelined in
+// the library's segments (Open MPI's pipeline broadcast); all-to-all as n-1 pairwise shifts
+// (Thakur, Rabenseifner & Gropp 2005, sec. 4.4), which NCCL's all-to-all also runs. The ring
+// builder (edge-disjoint NVLink cycles) is shared with NCCL's search (networks/nccl.cpp).
 
 #include <fmt/format.h>
 #include <algorithm>
 
+#include <functional>
 #include <map>
 #include <tuple>
 
@@ -51,32 +53,48 @@ void take(const std::vector<int>& cycle, std::vector<std::vector<int>>& cap) {
   for (std::size_t i = 0; i < n; ++i) --cap[cycle[i]][cycle[(i + 1) % n]];
 }
 
-// Cycles over the ranks of one node (indices into `ranks`), each lane carrying one ring per
-// direction: for each candidate first cycle, the others are added greedily in enumeration
-// order; the largest set wins (the first found among equals). Empty if NVLink has none.
-std::vector<std::vector<int>> nvlink_cycles(const Communicator& comm, const std::vector<int>& ranks,
-                                            int max_channels) {
+}  // namespace
+
+namespace {
+
+// NVLink lanes between the node's ranks (indices into `ranks`) and every directed Hamiltonian
+// cycle over them that starts at 0 (up to `limit`).
+struct CycleSearch {
+  std::vector<std::vector<int>> lanes;
+  std::vector<std::vector<int>> candidates;
+};
+CycleSearch search_cycles(const Communicator& comm, const std::vector<int>& ranks,
+                          std::size_t limit) {
+  CycleSearch out;
   const int n = static_cast<int>(ranks.size());
-  if (n < 2) return {};
   const int slot = comm.rank_slot[ranks.front()];
   const auto& topo = *comm.topo;
   std::vector<int> gpu(n);
   for (int i = 0; i < n; ++i) gpu[i] = comm.rank_vertex[ranks[i]] - topo.gpu_vertex(slot, 0);
-  std::vector<std::vector<int>> lanes(n, std::vector<int>(n, 0));
+  out.lanes.assign(n, std::vector<int>(n, 0));
   for (int a = 0; a < n; ++a) {
     for (int b = 0; b < n; ++b) {
-      if (a != b) lanes[a][b] = topo.nvlink_lanes(slot, gpu[a], gpu[b]);
+      if (a != b) out.lanes[a][b] = topo.nvlink_lanes(slot, gpu[a], gpu[b]);
     }
   }
-  std::vector<std::vector<int>> candidates;
   std::vector<int> path{0};
   std::vector<bool> used(n, false);
   used[0] = true;
   long budget = 2'000'000;  // search steps; NVLink islands are at most a few dozen GPUs
-  enumerate_cycles(lanes, path, used, candidates, 512, budget);
+  enumerate_cycles(out.lanes, path, used, out.candidates, limit, budget);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> nvlink_cycles(const Communicator& comm, const std::vector<int>& ranks,
+                                            int max_channels) {
+  if (ranks.size() < 2) return {};
+  const auto found = search_cycles(comm, ranks, 512);
+  const auto& candidates = found.candidates;
   std::vector<std::vector<int>> best;
   for (std::size_t first = 0; first < candidates.size(); ++first) {
-    auto cap = lanes;
+    auto cap = found.lanes;
     std::vector<std::vector<int>> chosen;
     for (std::size_t i = 0; i < candidates.size() && static_cast<int>(chosen.size()) < max_channels;
          ++i) {
@@ -91,7 +109,55 @@ std::vector<std::vector<int>> nvlink_cycles(const Communicator& comm, const std:
   return best;
 }
 
-}  // namespace
+std::vector<std::vector<int>> nvlink_paths(const Communicator& comm, const std::vector<int>& ranks,
+                                           const std::vector<std::pair<int, int>>& ends) {
+  std::vector<std::vector<int>> out(ends.size());
+  if (ranks.size() < 2) return out;
+  const auto found = search_cycles(comm, ranks, 4096);
+  const auto n = ranks.size();
+  // The cycles that close through a lane between a channel's two GPUs, either way round: the
+  // ring may enter at either of them (NCCL tries both).
+  std::vector<std::vector<std::pair<const std::vector<int>*, int>>> options(ends.size());
+  for (std::size_t c = 0; c < ends.size(); ++c) {
+    const auto [a, b] = ends[c];
+    for (const auto& cyc : found.candidates) {
+      const auto at = static_cast<std::size_t>(std::find(cyc.begin(), cyc.end(), b) - cyc.begin());
+      if (cyc[(at + 1) % n] == a) options[c].emplace_back(&cyc, a);  // ... b -> a: enter at a
+      const auto at2 = static_cast<std::size_t>(std::find(cyc.begin(), cyc.end(), a) - cyc.begin());
+      if (cyc[(at2 + 1) % n] == b) options[c].emplace_back(&cyc, b);  // enter at b, leave at a
+    }
+  }
+  // Depth first: every channel on lanes of its own if there is such a choice.
+  std::vector<std::pair<const std::vector<int>*, int>> pick(ends.size(), {nullptr, 0});
+  auto cap = found.lanes;
+  long budget = 200'000;
+  std::function<bool(std::size_t)> place = [&](std::size_t c) {
+    if (c == ends.size()) return true;
+    for (const auto& o : options[c]) {
+      if (--budget < 0) return false;
+      if (!fits(*o.first, cap)) continue;
+      take(*o.first, cap);
+      pick[c] = o;
+      if (place(c + 1)) return true;
+      for (std::size_t i = 0; i < n; ++i) ++cap[(*o.first)[i]][(*o.first)[(i + 1) % n]];
+    }
+    return false;
+  };
+  if (!place(0)) {
+    // No lane-disjoint choice: each channel its first option (lanes shared).
+    for (std::size_t c = 0; c < ends.size(); ++c) {
+      pick[c] = options[c].empty() ? std::pair<const std::vector<int>*, int>{nullptr, 0}
+                                   : options[c].front();
+    }
+  }
+  for (std::size_t c = 0; c < ends.size(); ++c) {
+    if (!pick[c].first) continue;
+    auto order = *pick[c].first;
+    std::rotate(order.begin(), std::find(order.begin(), order.end(), pick[c].second), order.end());
+    out[c] = order;
+  }
+  return out;
+}
 
 Rings build_node_rings(const Communicator& comm, const std::vector<int>& ranks, int max_channels) {
   Rings rings;
@@ -160,73 +226,61 @@ Phase ring_phase(const Communicator& comm, const Rings& rings, double bytes, boo
     const auto& order = rings.orders[c];
     const int n = static_cast<int>(order.size());
     for (int i = 0; i < (closed ? n : n - 1); ++i) {
-      p.transfers.push_back(
-          {comm.rank_vertex[order[i]], comm.rank_vertex[order[(i + 1) % n]], bytes, c});
+      p.transfers.push_back({comm.rank_vertex[order[i]], comm.rank_vertex[order[(i + 1) % n]],
+                             bytes, rings.channels() > 1 ? c : -1});
     }
   }
   return p;
 }
 
-StepCost ring_step_cost(const Communicator& comm, const Rings& rings,
-                        const hardware::ProtocolSpec& proto) {
-  return step_cost(comm, ring_phase(comm, rings, 1.0, true), proto);
-}
-
 namespace {
 
-class Ring : public CollectiveAlgorithm {
+// Pairwise shifts in rank order: step k sends rank i's block to rank i+k.
+Schedule alltoall_shifts(const CollectiveRequest& req, const Communicator& comm) {
+  Schedule s;
+  s.algorithm = "shifts";
+  const int n = comm.size();
+  const double S = req.size.value();
+  for (int k = 1; k < n; ++k) {
+    Phase p;
+    p.label = fmt::format("shift {}", k);
+    for (int i = 0; i < n; ++i) {
+      p.transfers.push_back({comm.rank_vertex[i], comm.rank_vertex[(i + k) % n], S / n});
+    }
+    s.phases.push_back(std::move(p));
+  }
+  return s;
+}
+
+class MpiRing : public CollectiveAlgorithm {
  public:
-  bool supports(CollectiveOp) const override { return true; }
+  bool supports(CollectiveOp, const hardware::LibrarySpec&) const override { return true; }
 
  private:
-  // Rings and their per-protocol step cost depend on the communicator, not on the message:
-  // built once per communicator and kept while this object lives (a sweep over sizes plans
-  // hundreds of collectives on one communicator).
-  struct Layout {
-    Rings rings;
-    std::map<const hardware::ProtocolSpec*, StepCost> step;
-  };
+  // Rings depend on the communicator, not on the message: built once per communicator and kept
+  // while this object lives (a sweep over sizes plans hundreds of collectives on one).
   using LayoutKey = std::tuple<const Topology*, const hardware::LibrarySpec*, std::vector<int>>;
-  mutable std::map<LayoutKey, Layout> layouts_;
+  mutable std::map<LayoutKey, Rings> rings_;
 
-  Layout& layout(const Communicator& comm) const {
-    auto [it, added] = layouts_.try_emplace({comm.topo, comm.library, comm.rank_vertex});
-    if (added) it->second.rings = build_rings(comm, comm.library->max_channels);
-    return it->second;
-  }
-  StepCost step(const Communicator& comm, Layout& l, const hardware::ProtocolSpec& proto) const {
-    auto [it, added] = l.step.try_emplace(&proto);
-    if (added) it->second = ring_step_cost(comm, l.rings, proto);
+  const Rings& rings(const Communicator& comm) const {
+    auto [it, added] = rings_.try_emplace({comm.topo, comm.library, comm.rank_vertex});
+    if (added) it->second = build_rings(comm, 1);
     return it->second;
   }
 
  public:
-  Schedule schedule(const CollectiveRequest& req, const Communicator& comm,
-                    const hardware::ProtocolSpec& proto) const override {
+  Schedule schedule(const CollectiveRequest& req, const Communicator& comm) const override {
     Schedule s;
     s.algorithm = "ring";
     const int n = comm.size();
     if (n < 2) return s;
+    if (req.op == CollectiveOp::kAllToAll) return alltoall_shifts(req, comm);
     const double S = req.size.value();
     const Bandwidth mem = gpu_memory_bandwidth(comm);
-    if (req.op == CollectiveOp::kAllToAll) {
-      // Pairwise shifts in rank order: step k sends rank i's block to rank i+k.
-      for (int k = 1; k < n; ++k) {
-        Phase p;
-        p.label = fmt::format("shift {}", k);
-        for (int i = 0; i < n; ++i) {
-          p.transfers.push_back({comm.rank_vertex[i], comm.rank_vertex[(i + k) % n], S / n, -1});
-        }
-        s.phases.push_back(std::move(p));
-      }
-      return s;
-    }
-    auto rings = layout(comm).rings;
-    const double c = rings.channels();
-    s.channels = rings.channels();
-    const double block = S / (n * c);
+    auto ring = rings(comm);
+    const double block = S / n;
     auto add = [&](const char* label, bool reduce) {
-      Phase p = ring_phase(comm, rings, block, true);
+      Phase p = ring_phase(comm, ring, block, true);
       p.label = label;
       p.repeat = n - 1;
       if (reduce) {
@@ -248,16 +302,16 @@ class Ring : public CollectiveAlgorithm {
         break;
       case CollectiveOp::kBroadcast:
       case CollectiveOp::kReduce: {
-        // A chain from the root along each ring (towards it for reduce), k chunks pipelined
+        // A chain from the root along the ring (towards it for reduce), k segments pipelined
         // over n-1 hops: k+n-2 steps. Filling and draining steps are costed as full ones.
         const bool reduce = req.op == CollectiveOp::kReduce;
-        for (auto& order : rings.orders) {
+        for (auto& order : ring.orders) {
           std::rotate(order.begin(), std::find(order.begin(), order.end(), req.root), order.end());
           if (reduce) std::reverse(order.begin(), order.end());
         }
-        const std::int64_t k = chunks(S / c, proto);
-        const double chunk = S / (c * static_cast<double>(k));
-        Phase p = ring_phase(comm, rings, chunk, false);
+        const std::int64_t k = chunks(S, comm.library->segment);
+        const double chunk = S / static_cast<double>(k);
+        Phase p = ring_phase(comm, ring, chunk, false);
         p.label = reduce ? "pipelined reduce" : "pipelined broadcast";
         p.repeat = k + n - 2;
         if (reduce) {
@@ -273,51 +327,49 @@ class Ring : public CollectiveAlgorithm {
     return s;
   }
 
-  ClosedForm closed_form(const CollectiveRequest& req, const Communicator& comm,
-                         const hardware::ProtocolSpec& proto) const override {
-    const int n = comm.size();
-    const double S = req.size.value();
-    const double base = proto.base_latency.value();
-    if (n < 2) return {Seconds(base), "b (one rank)"};
-    const double gamma = 1.0 / gpu_memory_bandwidth(comm).value();
-    if (req.op == CollectiveOp::kAllToAll) {
-      return {closed_form_time(comm, schedule(req, comm, proto), proto),
-              "b + sum over n-1 shifts of (a + L S/n B)"};
+  CollectiveCost cost(const CollectiveRequest& req, const Communicator& comm) const override {
+    CollectiveCost c;
+    c.algorithm = req.op == CollectiveOp::kAllToAll ? "shifts" : "ring";
+    if (comm.size() < 2) {
+      c.formula = "0 (one rank)";
+      return c;
     }
-    auto& l = layout(comm);
-    const double c = l.rings.channels();
-    const auto rc = step(comm, l, proto);
-    const double block = S / (n * c);
-    const double reduce_step = rc.alpha + std::max(block * rc.beta, reduce_traffic(block) * gamma);
-    const double copy_step = rc.alpha + block * rc.beta;
+    c.time = closed_form_time(comm, schedule(req, comm));
+    CollectiveRequest tiny = req;
+    tiny.size = Bytes(1);
+    c.latency = closed_form_time(comm, schedule(tiny, comm));
     switch (req.op) {
       case CollectiveOp::kAllReduce:
-        return {Seconds(base + (n - 1) * (reduce_step + copy_step)),
-                "b + (n-1)(a + max(L S/(nc) B, 3S/(nc) G)) + (n-1)(a + L S/(nc) B)"};
+        c.formula = "(n-1)(a + max(L S/n B, 3S/n G)) + (n-1)(a + L S/n B)";
+        break;
       case CollectiveOp::kReduceScatter:
-        return {Seconds(base + (n - 1) * reduce_step), "b + (n-1)(a + max(L S/(nc) B, 3S/(nc) G))"};
+        c.formula = "(n-1)(a + max(L S/n B, 3S/n G))";
+        break;
       case CollectiveOp::kAllGather:
-        return {Seconds(base + (n - 1) * copy_step), "b + (n-1)(a + L S/(nc) B)"};
-      default: {
-        const double k = static_cast<double>(chunks(S / c, proto));
-        const double chunk = S / (c * k);
-        const bool reduce = req.op == CollectiveOp::kReduce;
-        const double step =
-            rc.alpha +
-            (reduce ? std::max(chunk * rc.beta, reduce_traffic(chunk) * gamma) : chunk * rc.beta);
-        return {
-            Seconds(base + (k + n - 2) * step),
-            reduce ? "b + (k+n-2)(a + max(L S/(ck) B, 3S/(ck) G))" : "b + (k+n-2)(a + L S/(ck) B)"};
-      }
+        c.formula = "(n-1)(a + L S/n B)";
+        break;
+      case CollectiveOp::kBroadcast:
+        c.formula = "(k+n-2)(a + L S/k B), k = ceil(S / segment)";
+        break;
+      case CollectiveOp::kReduce:
+        c.formula = "(k+n-2)(a + max(L S/k B, 3S/k G)), k = ceil(S / segment)";
+        break;
+      case CollectiveOp::kAllToAll:
+        c.formula = "sum over n-1 shifts of (a + L S/n B)";
+        break;
     }
+    c.why =
+        "MPI ring: one ring over the ranks in node order, each step a point-to-point "
+        "transfer to the next rank";
+    return c;
   }
 };
 
 }  // namespace
 
-void register_ring(AlgorithmRegistry& r) {
-  r.add("ring", "ring: reduce-scatter + all-gather over NCCL-style rings (Patarasuk & Yuan 2009)",
-        [] { return std::make_unique<Ring>(); });
+std::unique_ptr<CollectiveAlgorithm> make_mpi_ring() { return std::make_unique<MpiRing>(); }
+Schedule shifts_schedule(const CollectiveRequest& req, const Communicator& comm) {
+  return alltoall_shifts(req, comm);
 }
 
 }  // namespace dlsim::networks::detail

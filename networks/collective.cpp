@@ -29,6 +29,18 @@ std::vector<std::vector<int>> Communicator::ranks_by_node() const {
   return out;
 }
 
+Communicator Communicator::subset(const std::vector<int>& ranks) const {
+  Communicator c;
+  c.topo = topo;
+  c.library = library;
+  c.server_slots = server_slots;
+  for (int r : ranks) {
+    c.rank_vertex.push_back(rank_vertex[static_cast<std::size_t>(r)]);
+    c.rank_slot.push_back(rank_slot[static_cast<std::size_t>(r)]);
+  }
+  return c;
+}
+
 Communicator make_communicator(const Topology& topo, const Placement& placement,
                                std::vector<int> server_slots) {
   Communicator c;
@@ -42,33 +54,24 @@ Communicator make_communicator(const Topology& topo, const Placement& placement,
   return c;
 }
 
-StepCost step_cost(const Communicator& comm, const Phase& phase,
-                   const hardware::ProtocolSpec& proto) {
-  StepCoster coster(*comm.topo, proto, comm.topo->cluster().network.transport);
-  const auto& costs = coster.costs(phase);
-  StepCost c;
-  double alpha_sum = 0;
-  int active = 0;
-  for (std::size_t i = 0; i < costs.size(); ++i) {
-    if (!costs[i].active()) continue;
-    c.alpha = std::max(c.alpha, costs[i].alpha);
-    alpha_sum += costs[i].alpha;
-    ++active;
-    c.wire = std::max(c.wire, costs[i].wire);
-    c.beta = std::max(c.beta, costs[i].wire / phase.transfers[i].bytes);
-  }
-  if (phase.pipelined && active > 0) c.alpha = alpha_sum / active;
-  return c;
-}
-
-Seconds closed_form_time(const Communicator& comm, const Schedule& schedule,
-                         const hardware::ProtocolSpec& proto) {
-  double t = proto.base_latency.value();
+Seconds closed_form_time(const Communicator& comm, const Schedule& schedule) {
+  StepCoster coster(*comm.topo, comm.topo->cluster().network.transport);
+  double t = 0;
   for (const auto& ph : schedule.phases) {
-    const auto c = step_cost(comm, ph, proto);
+    const auto& costs = coster.costs(ph);
+    double alpha = 0, alpha_sum = 0, wire = 0;
+    int active = 0;
+    for (const auto& c : costs) {
+      if (!c.active()) continue;
+      alpha = std::max(alpha, c.alpha);
+      alpha_sum += c.alpha;
+      ++active;
+      wire = std::max(wire, c.wire);
+    }
+    if (ph.pipelined && active > 0) alpha = alpha_sum / active;
     const double reduce = ph.reduce_bytes / ph.reduce_bandwidth.value();
-    const double body = ph.overlap_reduce ? std::max(c.wire, reduce) : c.wire + reduce;
-    t += static_cast<double>(ph.repeat) * (c.alpha + body);
+    const double body = ph.overlap_reduce ? std::max(wire, reduce) : wire + reduce;
+    t += static_cast<double>(ph.repeat) * (alpha + body);
   }
   return Seconds(t);
 }
@@ -76,8 +79,7 @@ Seconds closed_form_time(const Communicator& comm, const Schedule& schedule,
 const AlgorithmRegistry& collective_algorithms() {
   static const AlgorithmRegistry registry = [] {
     AlgorithmRegistry r("collective algorithm");
-    detail::register_ring(r);
-    detail::register_tree(r);
+    detail::register_nccl(r);
     detail::register_halving_doubling(r);
     detail::register_hierarchical(r);
     detail::register_parameter_server(r);
@@ -86,40 +88,33 @@ const AlgorithmRegistry& collective_algorithms() {
   return registry;
 }
 
+std::vector<std::string> algorithms_for(CollectiveOp op, const hardware::LibrarySpec& library) {
+  std::vector<std::string> ok;
+  for (const auto& n : collective_algorithms().names()) {
+    if (collective_algorithms().at(n).make()->supports(op, library)) ok.push_back(n);
+  }
+  return ok;
+}
+
 CollectiveResult run_collective(const CollectiveRequest& req, const Communicator& comm,
                                 const std::string& name) {
-  const auto& entry = collective_algorithms().at(name);
-  const auto algo = entry.make();
-  if (!algo->supports(req.op)) {
-    std::vector<std::string> ok;
-    for (const auto& n : collective_algorithms().names()) {
-      if (collective_algorithms().at(n).make()->supports(req.op)) ok.push_back(n);
-    }
+  const auto algo = collective_algorithms().at(name).make();
+  if (!algo->supports(req.op, *comm.library)) {
     fail_at({}, "--algo",
-            fmt::format("'{}' does not implement {}; algorithms that do: {}", name,
-                        to_string(req.op), fmt::join(ok, ", ")));
+            fmt::format("'{}' does not implement {} with {}; algorithms that do: {}", name,
+                        to_string(req.op), comm.library->about.name,
+                        fmt::join(algorithms_for(req.op, *comm.library), ", ")));
   }
   if (req.size.value() < 0) fail_at({}, "--bytes", "must not be negative");
-  CollectiveResult best;
-  bool first = true;
-  for (const auto& proto : comm.library->protocols) {
-    const auto schedule = algo->schedule(req, comm, proto);
-    auto exec = execute(schedule, *comm.topo, proto, comm.topo->cluster().network.transport);
-    if (first || exec.time < best.time) {
-      const auto model = algo->closed_form(req, comm, proto);
-      best.protocol = proto.name;
-      best.time = exec.time;
-      best.model_time = model.time;
-      best.formula = model.formula;
-      best.execution = std::move(exec);
-      best.channels = schedule.channels;
-      best.steps = schedule.steps();
-      first = false;
-    }
-  }
-  best.algbw = best.time.value() > 0 ? req.size.value() / best.time.value() : 0.0;
-  best.busbw = best.algbw * busbw_factor(req.op, comm.size());
-  return best;
+  CollectiveResult r;
+  r.cost = algo->cost(req, comm);
+  const auto schedule = algo->schedule(req, comm);
+  r.execution = execute(schedule, *comm.topo, comm.topo->cluster().network.transport);
+  r.time = r.execution.time;
+  r.steps = schedule.steps();
+  r.algbw = r.time.value() > 0 ? req.size.value() / r.time.value() : 0.0;
+  r.busbw = r.algbw * busbw_factor(req.op, comm.size());
+  return r;
 }
 
 namespace detail {
@@ -128,9 +123,9 @@ Bandwidth gpu_memory_bandwidth(const Communicator& comm) {
   return comm.topo->node(comm.rank_slot.front()).gpu.memory_bandwidth;
 }
 
-std::int64_t chunks(double bytes, const hardware::ProtocolSpec& proto) {
-  return std::max<std::int64_t>(1,
-                                static_cast<std::int64_t>(std::ceil(bytes / proto.chunk.value())));
+std::int64_t chunks(double bytes, Bytes segment) {
+  if (!(segment.value() > 0)) return 1;
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(bytes / segment.value())));
 }
 
 }  // namespace detail

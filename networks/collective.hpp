@@ -1,9 +1,10 @@
 #pragma once
 // Collective operations and the algorithms that implement them. Each algorithm is a plug-in
-// registered by name that gives (a) a schedule the simulator executes on the topology and
-// (b) its closed-form alpha-beta-gamma cost with the citation (docs/networks.md). The closed
-// form assumes every transfer has its route to itself; execution on the real topology adds the
-// sharing of links, so the two agree exactly on an uncontended topology (tested).
+// registered by name that gives (a) its cost on a quiet network with the citation
+// (docs/networks.md): NCCL's own tuning model for NCCL's algorithms, the alpha-beta-gamma closed
+// form of a point-to-point schedule otherwise; and (b) a schedule the simulator executes on the
+// topology, sharing links with whatever else is in flight. The two agree on a quiet network
+// (tested). `auto` is what the library would pick: NCCL's tuner, or MPI's ring.
 
 #include <memory>
 #include <optional>
@@ -26,6 +27,11 @@ using dlsim::CollectiveOp;
 using dlsim::parse_op;
 using dlsim::to_string;
 
+// Where a node's gradients are summed before one push per node (TensorFlow's distributed
+// modes on one of the node's GPUs, MXNet dist_sync on the host CPU), or not at all (every GPU
+// pushes its own).
+enum class PsAggregation { kNone, kHost, kGpu };
+
 // Where parameter servers run and how tensors are spread over them.
 struct PsOptions {
   int servers = 1;
@@ -34,6 +40,8 @@ struct PsOptions {
   std::string sharding = "split";  // split | round_robin | greedy
   std::vector<double> tensors;     // tensor sizes in bytes for round_robin/greedy (default: one)
   int server_offset = 0;           // round_robin: tensor i goes to server (offset + i) mod S
+  PsAggregation aggregation = PsAggregation::kNone;
+  int variable = 0;  // the exchanged variable's creation index (which GPU aggregates it)
 };
 
 // Bytes each of the `ps.servers` servers holds of an exchange of `bytes` (or of `ps.tensors`),
@@ -47,6 +55,9 @@ struct CollectiveRequest {
   Bytes size;
   int root = 0;  // broadcast and reduce
   PsOptions ps;
+  // GPUs one host thread drives (nccl-tests -g): it launches their kernels one after another,
+  // so the collective starts G kernel launches late (1: a thread, or a process, per GPU).
+  int gpus_per_thread = 1;
 };
 
 // The ranks of a job on a topology.
@@ -60,57 +71,75 @@ struct Communicator {
   int node_count() const;  // slots holding ranks
   // Ranks grouped by node slot, in rank order.
   std::vector<std::vector<int>> ranks_by_node() const;
+  // The communicator of some of these ranks (in the order given), as NCCL's ncclCommSplit.
+  Communicator subset(const std::vector<int>& ranks) const;
 };
 Communicator make_communicator(const Topology& topo, const Placement& placement,
                                std::vector<int> server_slots = {});
 
-// Alpha and beta of one step of `phase` with no traffic but its own (the single-port model):
-// alpha is the largest route alpha; beta the largest per-byte time of a transfer when the
-// step's transfers that share a link divide it (docs/networks.md, "Link sharing factor L").
-// `wire` is the longest transfer time of the step without alpha.
-struct StepCost {
-  double alpha = 0;  // s
-  double beta = 0;   // s/B, including the sharing factor
-  double wire = 0;   // s
-};
-StepCost step_cost(const Communicator& comm, const Phase& phase,
-                   const hardware::ProtocolSpec& proto);
-
-// The closed-form time of a schedule: base latency plus, per phase, its steps x (alpha + the
-// longer of wire time and reduction), or wire time then reduction where they do not overlap,
-// with alpha and wire from step_cost().
-Seconds closed_form_time(const Communicator& comm, const Schedule& schedule,
-                         const hardware::ProtocolSpec& proto);
-
-struct ClosedForm {
-  Seconds time;
-  std::string formula;  // the expression with its symbols, as docs/networks.md writes it
+// What one collective costs on a quiet network, and why: the closed form the analytic engine
+// uses, and for NCCL its tuner's choice (docs/networks.md).
+struct CollectiveCost {
+  std::string algorithm;  // ring, tree, nvls, hd, hierarchical, ps
+  std::string protocol;   // NCCL's LL, LL128 or Simple; empty for point-to-point schedules
+  int channels = 1;       // NCCL: channels its kernel runs at this size
+  Seconds time;           // on a quiet network
+  Seconds latency;        // the size-independent part
+  double bus_bw = 0;      // B/s: NCCL's busBw for the choice (0 for point-to-point schedules)
+  std::string formula;    // the expression with its symbols, as docs/networks.md writes it
+  std::string why;        // the choice in words (NCCL's table, the graph it searched)
 };
 
 class CollectiveAlgorithm {
  public:
   virtual ~CollectiveAlgorithm() = default;
-  virtual bool supports(CollectiveOp op) const = 0;
-  // Throws InputError when the request does not fit (e.g. hierarchical with uneven nodes).
-  virtual Schedule schedule(const CollectiveRequest& req, const Communicator& comm,
-                            const hardware::ProtocolSpec& proto) const = 0;
-  virtual ClosedForm closed_form(const CollectiveRequest& req, const Communicator& comm,
-                                 const hardware::ProtocolSpec& proto) const = 0;
+  virtual bool supports(CollectiveOp op, const hardware::LibrarySpec& library) const = 0;
+  // Both throw InputError when the request does not fit (e.g. hierarchical with uneven nodes).
+  virtual CollectiveCost cost(const CollectiveRequest& req, const Communicator& comm) const = 0;
+  // What the simulator executes; on a quiet network it takes cost().time (tested).
+  virtual Schedule schedule(const CollectiveRequest& req, const Communicator& comm) const = 0;
 };
 using AlgorithmRegistry = Registry<CollectiveAlgorithm>;
 const AlgorithmRegistry& collective_algorithms();
+// The algorithms that can run `op` with `library`, for messages.
+std::vector<std::string> algorithms_for(CollectiveOp op, const hardware::LibrarySpec& library);
 
-// One collective, costed with every protocol of the library; the fastest wins, as NCCL's tuner
-// picks a protocol per message size.
+// The closed-form time of a point-to-point schedule: per phase, its steps x (latency + alpha +
+// the longer of wire time and reduction), or wire time then reduction where they do not overlap,
+// each step's alpha and wire from its transfers sharing links among themselves.
+Seconds closed_form_time(const Communicator& comm, const Schedule& schedule);
+
+// Memory traffic of reducing `operands` received buffers of `bytes` into a local one: each
+// operand read, the local buffer read and the result written.
+constexpr double reduce_traffic(double bytes, int operands = 1) { return (operands + 2) * bytes; }
+
+// A parameter server of an exchange: the vertex that sums (a host's CPU or a GPU), the
+// bandwidth of the memory it sums in, and the bytes of the exchange it holds.
+struct PsServer {
+  int vertex = 0;
+  Bandwidth memory;
+  double bytes = 0;
+};
+// The servers of `req` on `comm` (colocated on the workers' nodes in turn, or the dedicated
+// nodes), with their shards; InputError when dedicated servers lack nodes.
+std::vector<PsServer> ps_servers(const CollectiveRequest& req, const Communicator& comm);
+// Where one node's gradients are summed before the push (`vertex`, summing in `memory`), and
+// where the pulled parameters land before they are copied to each GPU (`pull_vertex`: the host).
+struct PsAggregator {
+  int vertex = 0;
+  int pull_vertex = 0;
+  Bandwidth memory;
+};
+PsAggregator ps_aggregator(const PsOptions& ps, const Communicator& comm,
+                           const std::vector<int>& ranks);
+
+// One collective on a quiet network: its cost and its schedule executed on the topology.
 struct CollectiveResult {
-  std::string protocol;
-  Seconds time;        // executed on the topology
-  Seconds model_time;  // the closed form
-  std::string formula;
+  CollectiveCost cost;
+  Seconds time;      // executed on the topology
   double algbw = 0;  // B/s: size / time
   double busbw = 0;  // B/s: algbw x busbw_factor
   Execution execution;
-  int channels = 1;
   std::int64_t steps = 0;
 };
 CollectiveResult run_collective(const CollectiveRequest& req, const Communicator& comm,

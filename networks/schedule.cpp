@@ -1,6 +1,7 @@
 #include "networks/schedule.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace dlsim::networks {
 
@@ -10,9 +11,8 @@ std::int64_t Schedule::steps() const {
   return n;
 }
 
-StepCoster::StepCoster(const Topology& topo, const hardware::ProtocolSpec& proto,
-                       const hardware::TransportSpec& transport)
-    : topo_(topo), proto_(proto), transport_(transport), load_(topo.link_count(), 0.0) {}
+StepCoster::StepCoster(const Topology& topo, const hardware::TransportSpec& transport)
+    : topo_(topo), transport_(transport), load_(topo.link_count(), 0.0) {}
 
 const std::vector<TransferCost>& StepCoster::costs(const Phase& phase) {
   routes_.clear();
@@ -36,24 +36,26 @@ const std::vector<TransferCost>& StepCoster::costs(const Phase& phase) {
     route_.assign(routes_.begin() + static_cast<std::ptrdiff_t>(begin_[i]),
                   routes_.begin() + static_cast<std::ptrdiff_t>(begin_[i + 1]));
     const auto cls = topo_.path_class(route_);
+    const auto& t = phase.transfers[i];
     auto& c = out_[i];
-    c.alpha = proto_.step_latency(cls).value();
-    if (cls == hardware::PathClass::kNetwork) c.alpha += transport_.message_overhead.value();
+    c.alpha = phase.latency;
+    if (phase.route_latency && cls == hardware::PathClass::kNetwork) {
+      c.alpha += transport_.message_overhead.value();
+    }
     for (int id : route_) {
       const auto& l = topo_.link(id);
-      c.alpha += l.latency.value();
-      const double busy = load_[id] / (l.bandwidth.value() * proto_.bandwidth_fraction);
-      if (c.bottleneck < 0 || busy > c.wire) {
+      if (phase.route_latency) c.alpha += l.latency.value();
+      const double busy = load_[id] / l.bandwidth.value();
+      if (c.link < 0 || busy > c.wire) {
         c.wire = busy;
-        c.bottleneck = id;
+        c.link = id;
       }
     }
-    if (cap && cls == hardware::PathClass::kNetwork) {
-      const double capped = phase.transfers[i].bytes / (cap->value() * proto_.bandwidth_fraction);
-      if (capped > c.wire) {
-        c.wire = capped;
-        c.bottleneck = TransferCost::kCapped;
-      }
+    double flow_cap = t.cap;
+    if (cap && cls == hardware::PathClass::kNetwork) flow_cap = std::min(flow_cap, cap->value());
+    if (t.bytes / flow_cap > c.wire) {
+      c.wire = t.bytes / flow_cap;
+      c.capped = true;
     }
   }
   for (int id : touched_) load_[id] = 0;
@@ -62,10 +64,9 @@ const std::vector<TransferCost>& StepCoster::costs(const Phase& phase) {
 }
 
 Execution execute(const Schedule& schedule, const Topology& topo,
-                  const hardware::ProtocolSpec& proto, const hardware::TransportSpec& transport) {
+                  const hardware::TransportSpec& transport) {
   Execution out;
-  out.time = proto.base_latency;
-  StepCoster coster(topo, proto, transport);
+  StepCoster coster(topo, transport);
   for (const auto& phase : schedule.phases) {
     const double reduce = phase.reduce_bytes / phase.reduce_bandwidth.value();
     double step = 0;
@@ -80,19 +81,25 @@ Execution execute(const Schedule& schedule, const Topology& topo,
       ++active;
     }
     if (active > 0) mean_alpha /= active;
-    for (const auto& c : costs) {
+    for (std::size_t i = 0; i < costs.size(); ++i) {
+      const auto& c = costs[i];
       if (!c.active()) continue;
       const double alpha = phase.pipelined ? mean_alpha : c.alpha;
       const double time = alpha + (phase.overlap_reduce ? std::max(c.wire, reduce) : c.wire);
       if (time <= step) continue;
       step = time;
+      const auto& l = topo.link(c.link);
+      const std::string link = topo.vertex_name(l.from) + " -> " + topo.vertex_name(l.to);
       if (phase.overlap_reduce && reduce > c.wire) {
         bottleneck = "reduction";
-      } else if (c.bottleneck == TransferCost::kCapped) {
-        bottleneck = "per-flow cap";
+      } else if (c.capped) {
+        // An NCCL channel moves at its share of the tuner's bandwidth (or a cloud flow at its
+        // cap); the busiest link of its route is what NCCL's search sized the channel by.
+        const bool channel = std::isfinite(phase.transfers[i].cap);
+        bottleneck =
+            (channel ? "channel rate; busiest link " : "per-flow cap; busiest link ") + link;
       } else {
-        bottleneck = topo.vertex_name(topo.link(c.bottleneck).from) + " -> " +
-                     topo.vertex_name(topo.link(c.bottleneck).to);
+        bottleneck = link;
       }
     }
     if (!phase.overlap_reduce && reduce > 0) {

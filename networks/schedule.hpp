@@ -6,6 +6,7 @@
 // ring over n ranks costs O(n) memory, not O(n^2).
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct Transfer {
   int dst = 0;
   double bytes = 0;
   int rail = -1;  // NIC index when the route leaves the node (-1: the nearest NIC)
+  // The most this transfer moves per second on its own (B/s): an NCCL channel's share of the
+  // tuner's bandwidth, so that a collective on a quiet network takes NCCL's own time.
+  double cap = std::numeric_limits<double>::infinity();
 };
 
 struct Phase {
@@ -38,6 +42,12 @@ struct Phase {
   // chunk's path crosses each hop in turn, network hops and intra-node hops alike
   // (docs/networks.md, "Pipelined ring latency").
   bool pipelined = false;
+  // Latency of each step (s) before its bytes move. With `route_latency` (point-to-point
+  // schedules) a transfer also waits the latencies of its route's links and, across nodes, the
+  // transport's per-message overhead; NCCL's phases carry the tuner's whole latency here instead
+  // (its table is the whole latency: docs/networks.md, "NCCL's choices").
+  double latency = 0;
+  bool route_latency = true;
 };
 
 struct Schedule {
@@ -56,32 +66,31 @@ struct PhaseTime {
 };
 
 struct Execution {
-  Seconds time;  // protocol base latency + every phase
+  Seconds time;  // every phase
   std::vector<PhaseTime> phases;
 };
 
-// One transfer's cost within a step whose transfers share links: the alpha of its route and its
-// time on the wire (the bytes on its most loaded link over that link's bandwidth, or the
-// per-flow cap), and what bounds it (a link id, kCapped, or -1 for an empty route).
+// One transfer's cost within a step whose transfers share links: its alpha and its time on the
+// wire (the bytes on its most loaded link over that link's bandwidth, or its bytes over its cap,
+// whichever is longer), the most loaded link of its route (-1 for an empty route), and whether
+// the cap bounds it.
 struct TransferCost {
-  static constexpr int kCapped = -2;
   double alpha = 0;  // s
   double wire = 0;   // s
-  int bottleneck = -1;
-  bool active() const { return bottleneck != -1; }
+  int link = -1;
+  bool capped = false;
+  bool active() const { return link != -1; }
 };
 
 // Costs the transfers of one step at a time, reusing its per-link load buffer.
 class StepCoster {
  public:
-  StepCoster(const Topology& topo, const hardware::ProtocolSpec& proto,
-             const hardware::TransportSpec& transport);
+  StepCoster(const Topology& topo, const hardware::TransportSpec& transport);
   // One entry per transfer of `phase`, in order.
   const std::vector<TransferCost>& costs(const Phase& phase);
 
  private:
   const Topology& topo_;
-  const hardware::ProtocolSpec& proto_;
   const hardware::TransportSpec& transport_;
   std::vector<double> load_;  // bytes per link, zero outside costs()
   std::vector<int> touched_, routes_, route_;
@@ -89,14 +98,13 @@ class StepCoster {
   std::vector<TransferCost> out_;
 };
 
-// Runs `schedule` on `topo` with protocol `proto` and network transport `transport`.
-// A transfer's time in a step is
-//   alpha + max(bytes sharing its most loaded link / that link's bandwidth, reduction)
-// where alpha = the latencies along its route + the protocol's per-step latency for the route's
-// class + the transport's per-message overhead if it crosses the network; every bandwidth is
-// scaled by the protocol's bandwidth fraction; a cloud network's per-flow cap bounds one flow.
-// docs/networks.md, "Executing a schedule".
+// Runs `schedule` on `topo` with network transport `transport`. A transfer's time in a step is
+//   latency + alpha + max(bytes sharing its most loaded link / that link's bandwidth,
+//                         bytes / its cap, reduction)
+// where alpha = the latencies along its route + the transport's per-message overhead if it
+// crosses the network (point-to-point phases only); a cloud network's per-flow cap bounds one
+// flow. docs/networks.md, "Executing a schedule".
 Execution execute(const Schedule& schedule, const Topology& topo,
-                  const hardware::ProtocolSpec& proto, const hardware::TransportSpec& transport);
+                  const hardware::TransportSpec& transport);
 
 }  // namespace dlsim::networks

@@ -20,6 +20,7 @@ struct Topology::Template {
   std::vector<std::vector<std::vector<int>>> paths;  // [src][dst] -> local link ids
   std::vector<int> nearest_nic;                      // per local vertex, -1 if none
   std::vector<int> lanes;                            // gpus x gpus NVLink-class lanes
+  int nvswitch = -1;                                 // local vertex, -1 if none
 
   int gpus() const { return spec->gpus; }
   int cpu(int s) const { return spec->gpus + s; }
@@ -28,7 +29,11 @@ struct Topology::Template {
     return kinds[v] != VertexKind::kGpu && kinds[v] != VertexKind::kNic;
   }
 
-  explicit Template(const hardware::NodeSpec& node) : spec(&node) {
+  int nics_used = 0;  // the first NICs traffic may use
+
+  // NVLink and PCIe links run at line rate x the library's efficiency for them.
+  Template(const hardware::NodeSpec& node, const hardware::LibrarySpec& library, int rails)
+      : spec(&node), nics_used(rails > 0 ? rails : node.nics) {
     std::map<std::string, int> index;
     auto add = [&](VertexKind k, const std::string& name) {
       index[name] = static_cast<int>(kinds.size());
@@ -46,11 +51,13 @@ struct Topology::Template {
       const auto& type = node.link_types.at(l.type);
       const PathClass cls =
           hardware::NodeSpec::is_nvlink_type(l.type) ? PathClass::kNvlink : PathClass::kPcie;
+      const double efficiency =
+          cls == PathClass::kNvlink ? library.nvlink_efficiency : library.pcie_efficiency;
       const int a = index.at(l.a);
       const int b = index.at(l.b);
       for (auto [u, v] : {std::pair{a, b}, std::pair{b, a}}) {
         out[u].push_back(static_cast<int>(links.size()));
-        links.push_back({u, v, type.bandwidth * l.lanes, type.latency, cls});
+        links.push_back({u, v, type.bandwidth * (l.lanes * efficiency), type.latency, cls});
       }
       if (cls == PathClass::kNvlink && a < node.gpus && b < node.gpus) {
         lanes[a * node.gpus + b] += l.lanes;
@@ -83,18 +90,39 @@ struct Topology::Template {
         std::reverse(p.begin(), p.end());
       }
     }
+    // The NICs fewest hops away; among several equally near, GPU k takes the (k mod count)-th,
+    // as NCCL spreads the GPUs of a PCIe switch over its NICs (src/graph/topo.cc,
+    // ncclTopoGetLocalNet: dev % count). Other vertices take the first.
     nearest_nic.assign(n, -1);
     for (int v = 0; v < n; ++v) {
+      std::vector<int> nearest;
       std::size_t best = 0;
-      for (int k = 0; k < node.nics; ++k) {
+      for (int k = 0; k < nics_used; ++k) {
         const int nv = nic(k);
         const std::size_t hops = v == nv ? 0 : paths[v][nv].size();
         if (v != nv && hops == 0) continue;
-        if (nearest_nic[v] < 0 || hops < best) {
-          nearest_nic[v] = k;
+        if (nearest.empty() || hops < best) {
+          nearest.clear();
           best = hops;
         }
+        if (hops == best) nearest.push_back(k);
       }
+      if (nearest.empty()) continue;
+      const int pick =
+          kinds[v] == VertexKind::kGpu && best > 0 ? v % static_cast<int>(nearest.size()) : 0;
+      nearest_nic[v] = nearest[static_cast<std::size_t>(pick)];
+    }
+    // The NVSwitch the GPUs' NVLinks reach, when they all reach the same declared switch.
+    for (const auto& l : links) {
+      if (l.from == 0 && l.cls == PathClass::kNvlink && kinds[l.to] == VertexKind::kSwitch) {
+        nvswitch = l.to;
+        break;
+      }
+    }
+    for (int g = 1; g < node.gpus && nvswitch >= 0; ++g) {
+      bool reaches = false;
+      for (const auto& l : links) reaches = reaches || (l.from == g && l.to == nvswitch);
+      if (!reaches) nvswitch = -1;
     }
   }
 
@@ -122,14 +150,19 @@ struct Topology::Template {
 Topology::~Topology() = default;
 Topology::Topology(Topology&&) noexcept = default;
 
-Topology::Topology(const hardware::ClusterSpec& cluster, std::vector<int> cluster_nodes)
+Topology::Topology(const hardware::ClusterSpec& cluster, std::vector<int> cluster_nodes, int rails)
     : cluster_(&cluster) {
   std::map<const hardware::NodeSpec*, const Template*> made;
   for (int node : cluster_nodes) {
     const auto& spec = node_spec(cluster, node);
     auto& t = made[&spec];
     if (!t) {
-      templates_.push_back(std::make_unique<Template>(spec));
+      if (rails > spec.nics || rails < 0) {
+        fail_at({}, "--rails",
+                fmt::format("{} rails, but node '{}' has {} NIC{}", rails, spec.about.name,
+                            spec.nics, spec.nics == 1 ? "" : "s"));
+      }
+      templates_.push_back(std::make_unique<Template>(spec, cluster.library, rails));
       t = templates_.back().get();
       t->check(cluster_nodes.size() > 1);
     }
@@ -202,8 +235,8 @@ void Topology::route(int src, int dst, int rail, std::vector<int>& out) const {
   }
   const auto& ts = templ(s.slot);
   const auto& td = templ(d.slot);
-  const int na = rail >= 0 ? rail % ts.spec->nics : ts.nearest_nic[s.local];
-  const int nb = rail >= 0 ? rail % td.spec->nics : td.nearest_nic[d.local];
+  const int na = rail >= 0 ? rail % ts.nics_used : ts.nearest_nic[s.local];
+  const int nb = rail >= 0 ? rail % td.nics_used : td.nearest_nic[d.local];
   local(s.slot, s.local, ts.nic(na));
   fabric_->route(s.slot, na, d.slot, nb, out);
   local(d.slot, td.nic(nb), d.local);
@@ -244,6 +277,18 @@ std::vector<int> Topology::search_route(int src, int dst) const {
   std::reverse(path.begin(), path.end());
   return path;
 }
+
+int Topology::nvswitch_vertex(int slot) const {
+  const int local = templ(slot).nvswitch;
+  return local < 0 ? -1 : slots_[slot].first_vertex + local;
+}
+
+int Topology::nearest_nic(int vertex) const {
+  const auto& info = vertices_[vertex];
+  return info.slot < 0 ? -1 : templ(info.slot).nearest_nic[info.local];
+}
+
+int Topology::usable_nics(int slot) const { return templ(slot).nics_used; }
 
 int Topology::nvlink_lanes(int slot, int a, int b) const {
   const auto& t = templ(slot);

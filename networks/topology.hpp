@@ -7,8 +7,10 @@
 // Routing is deterministic. Inside a node: the fewest-hop path in which no GPU or NIC forwards
 // traffic (as CUDA peer copies go over PCIe when two GPUs share no NVLink), ties broken by link
 // order in the node file. Between nodes: source -> NIC -> network -> NIC -> destination, the NIC
-// being the one a collective channel asks for (its "rail") or else the one nearest the endpoint;
-// the network part is the topology's own up/down route (networks/fabrics.cpp).
+// being the one a collective channel asks for (its "rail") or else the one nearest the endpoint
+// (GPUs equally near several NICs spread over them as NCCL does); the network part is the
+// topology's own up/down route (networks/fabrics.cpp). NVLink and PCIe links run at their line
+// rate x the collective library's efficiency for them (hardware::LibrarySpec).
 
 // GCC 12 reports a false -Wmaybe-uninitialized inside Boost's edge iterators at -O3.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -68,8 +70,9 @@ class Topology {
   // Builds the nodes `cluster_nodes` (cluster node indices, in slot order) and the network.
   // `cluster` must outlive the topology.
   // A node whose GPUs cannot all reach each other, or (on several nodes) a NIC, is an
-  // InputError naming the node file.
-  Topology(const hardware::ClusterSpec& cluster, std::vector<int> cluster_nodes);
+  // InputError naming the node file. `rails` > 0 restricts every node to its first `rails`
+  // NICs (as NCCL_IB_HCA does); more than a node has is an InputError naming --rails.
+  Topology(const hardware::ClusterSpec& cluster, std::vector<int> cluster_nodes, int rails = 0);
   ~Topology();
   Topology(Topology&&) noexcept;
 
@@ -100,6 +103,12 @@ class Topology {
   // for checking the structured router. Empty when unreachable.
   std::vector<int> search_route(int src, int dst) const;
 
+  // The NVSwitch vertex every GPU of node `slot` reaches over NVLink (-1 when none).
+  int nvswitch_vertex(int slot) const;
+  // The NIC index a vertex of a node uses by default (its nearest; -1 when none).
+  int nearest_nic(int vertex) const;
+  // The NICs of node `slot` that traffic may use (all, or the first `rails`).
+  int usable_nics(int slot) const;
   // NVLink-class lanes directly between GPUs `a` and `b` of node `slot` (0 when none).
   int nvlink_lanes(int slot, int a, int b) const;
   // The most a single flow may get on the network (cloud networks), if capped.

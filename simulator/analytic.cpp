@@ -1,15 +1,73 @@
 // The analytic engine (docs/simulator.md, "The analytic engine"): one step in closed form.
 // Every GPU runs at the expected slowest GPU's speed, 1 + cv E[max of N normals]; gradients are
 // ready at their backward offsets; the framework's launcher groups them exactly as in the DES;
-// each group's collective takes its closed-form time on a channel that runs one at a time.
+// each group's collective takes its closed-form time on a stream that runs one at a time, and
+// parameter-server exchanges, which run together, queue for the links and memories they use
+// (each a first-come fluid queue: an exchange ends no sooner than its quiet time after it is
+// ready, nor before every resource it uses has served it and everything ahead of it).
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
+#include <map>
 
 #include "simulator/engine.hpp"
 
 namespace dlsim::simulator {
 namespace {
+
+// Parameter-server exchanges as fluid queues on the resources they use: every link their
+// transfers cross and every memory that sums.
+class PsQueues {
+ public:
+  PsQueues(const StepSetup& setup, CollectivePlanner& planner) : setup_(setup), planner_(planner) {}
+
+  // The end of the exchange of `group`, ready at `ready` (s).
+  double exchange(const CommGroup& group, double ready) {
+    const auto& topo = *setup_.topo;
+    work_.clear();
+    const auto schedule = planner_.schedule(group);
+    for (const auto& phase : schedule.phases) {
+      for (const auto& t : phase.transfers) {
+        if (t.src == t.dst || t.bytes <= 0) continue;
+        route_.clear();
+        topo.route(t.src, t.dst, t.rail, route_);
+        for (int id : route_) work_[id] += t.bytes / topo.link(id).bandwidth.value();
+      }
+    }
+    // Sums: each server's shard from every pusher, and each node's GPUs where the framework
+    // sums inside the node (keyed below the links' ids by vertex).
+    const auto req = planner_.request(group);
+    const auto nodes = setup_.comm.ranks_by_node();
+    const bool local = group.ps.aggregation != networks::PsAggregation::kNone;
+    const int pushers = local ? static_cast<int>(nodes.size()) : setup_.comm.size();
+    for (const auto& sv : networks::ps_servers(req, setup_.comm)) {
+      work_[-1 - sv.vertex] += networks::reduce_traffic(sv.bytes, pushers) / sv.memory.value();
+    }
+    if (local) {
+      for (const auto& ranks : nodes) {
+        const auto a = networks::ps_aggregator(group.ps, setup_.comm, ranks);
+        const int g = static_cast<int>(ranks.size());
+        if (g > 1) {
+          work_[-1 - a.vertex] += networks::reduce_traffic(group.bytes, g) / a.memory.value();
+        }
+      }
+    }
+    double end = ready + planner_.plan(group).time.value();
+    for (const auto& [resource, w] : work_) {
+      double& busy = busy_[resource];
+      busy = std::max(busy, ready) + w;
+      end = std::max(end, busy);
+    }
+    return end;
+  }
+
+ private:
+  const StepSetup& setup_;
+  CollectivePlanner& planner_;
+  std::map<int, double> work_, busy_;  // s, by link id (>= 0) or -1 - memory vertex
+  std::vector<int> route_;
+};
 
 // E[max of n standard normals] by Blom's approximation, Phi^-1((n - 0.375) / (n + 0.25))
 // (Blom 1958; 4.5 % high at n = 2, under 1 % from n of about 8), with Phi^-1 from Acklam's rational
@@ -64,8 +122,22 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
     Time channel = 0;
     std::size_t reduced = 0;
     const bool ps = setup.resolved.strategy == "ps";
+    PsQueues queues(setup, planner);
+    const std::string_view collective_name =
+        setup.cluster->library.nccl() ? "NCCL_ALLREDUCE" : "MPI_ALLREDUCE";
     auto run = [&](const std::vector<CommGroup>& groups, Time now) {
       for (const auto& g : groups) {
+        if (ps) {
+          // Every exchange starts when its variable is ready; they share what they use.
+          const double end = queues.exchange(g, to_seconds(now));
+          Span c{SpanKind::kCollective, 0, -1, "PS_PUSH_PULL", now, to_time(end), g.bytes};
+          c.latency = to_time(planner.plan(g).latency.value());
+          c.parameter_server = true;
+          observers.emit(c);
+          channel = std::max(channel, c.end);
+          reduced += g.tensors.size();
+          continue;
+        }
         Time t0 = std::max(now, channel);
         auto span = [&](SpanKind k, std::string_view name, Time d) {
           if (d > 0) observers.emit({k, 0, -1, name, t0, t0 + d, g.bytes});
@@ -75,15 +147,9 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
         const Time copy = to_time(planner.copy_time(g.bytes).value());
         span(SpanKind::kCopyIn, "MEMCPY_IN_FUSION_BUFFER", g.copy_in ? copy : 0);
         const auto& plan = planner.plan(g);
-        Span c{SpanKind::kCollective,
-               0,
-               -1,
-               ps ? "PS_PUSH_PULL" : "NCCL_ALLREDUCE",
-               t0,
-               t0 + to_time(plan.model_time.value()),
-               g.bytes};
+        Span c{SpanKind::kCollective,           0,      -1, collective_name, t0,
+               t0 + to_time(plan.time.value()), g.bytes};
         c.latency = to_time(plan.latency.value());
-        c.parameter_server = ps;
         observers.emit(c);
         t0 = c.end;
         span(SpanKind::kCopyOut, "MEMCPY_OUT_FUSION_BUFFER", g.copy_out ? copy : 0);

@@ -1,9 +1,13 @@
 // The discrete-event engine (docs/simulator.md, "The DES engine"): per-GPU compute streams,
-// the framework's launcher, and one communication channel for the job whose collectives run as
-// flows on the topology.
+// the framework's launcher, and the job's communication as its framework runs it, all of it as
+// flows sharing one max-min network: collectives (NCCL, MPI) one after another on the job's
+// communicator, or parameter-server exchanges of every variable in flight together.
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
+#include <limits>
+#include <map>
 #include <numbers>
 #include <random>
 
@@ -40,7 +44,25 @@ class Normal {
 class DesStep {
  public:
   DesStep(const StepSetup& s, const Observers& obs, FlowObserver* flow_observer)
-      : s_(s), obs_(obs), flow_observer_(flow_observer), planner_(s), normal_(s.seed) {
+      : s_(s), obs_(obs), planner_(s), normal_(s.seed) {
+    // One network for everything: the topology's links, then one resource per memory that
+    // parameter servers and node-local sums use (a host's, or a GPU's when servers sum on GPUs).
+    auto capacity = link_capacities(*s.topo);
+    ps_ = s.resolved.strategy == "ps";
+    if (ps_) {
+      for (int slot = 0; slot < s.topo->node_slots(); ++slot) {
+        memory_[s.topo->host_vertex(slot)] = static_cast<int>(capacity.size());
+        capacity.push_back(s.topo->node(slot).host.memory_bandwidth.value());
+        for (int g = 0; g < s.topo->node(slot).gpus; ++g) {
+          memory_[s.topo->gpu_vertex(slot, g)] = static_cast<int>(capacity.size());
+          capacity.push_back(s.topo->node(slot).gpu.memory_bandwidth.value());
+        }
+      }
+    }
+    net_ = std::make_unique<FlowNetwork>(kernel_, std::move(capacity));
+    if (flow_observer) net_->add_observer(flow_observer);
+    run_ = std::make_unique<CollectiveRun>(kernel_, *net_, *s.topo,
+                                           s.topo->cluster().network.transport);
     const auto& layers = s.compute.layers;
     double t = 0;
     for (std::size_t i = 0; i < layers.size(); ++i) forward_ += layers[i].forward.value();
@@ -175,11 +197,16 @@ class DesStep {
   }
 
   void enqueue(std::vector<CommGroup> groups) {
+    if (ps_) {
+      // gRPC and ps-lite send every variable as soon as it is ready: all in flight together.
+      for (auto& g : groups) start_exchange(std::move(g));
+      return;
+    }
     for (auto& g : groups) queue_.push_back(std::move(g));
     if (!busy_) start_group();
   }
 
-  // The channel: one group at a time, negotiation, copy in, collective, copy out.
+  // The communicator's stream: one group at a time, negotiation, copy in, collective, copy out.
   void start_group() {
     if (queue_.empty()) return;
     busy_ = true;
@@ -203,41 +230,27 @@ class DesStep {
   }
 
   void collective() {
-    const auto& plan = planner_.plan(group_);
     collective_start_ = kernel_.now();
     const auto key = group_key(group_);
-    if (auto it = measured_.find(key); it != measured_.end()) {
-      // The channel has the network to itself: the same collective takes the same time.
+    // The stream is the job's only traffic: a collective that starts on a quiet network takes
+    // exactly the time the same collective took from a quiet start before.
+    const bool quiet = net_->active() == 0;
+    if (auto it = measured_.find(key); quiet && it != measured_.end()) {
       kernel_.after(it->second, [this] { collective_done(); });
       return;
     }
-    auto& run = run_for(*plan.protocol);
     schedule_ = planner_.schedule(group_);
-    run.run(schedule_, [this, key] {
-      measured_[key] = kernel_.now() - collective_start_;
+    run_->run(schedule_, [this, key, quiet] {
+      if (quiet) measured_[key] = kernel_.now() - collective_start_;
       collective_done();
     });
   }
 
-  CollectiveRun& run_for(const hardware::ProtocolSpec& proto) {
-    auto& slot = runs_[&proto];
-    if (!slot.run) {
-      slot.net = std::make_unique<FlowNetwork>(kernel_, link_capacities(*s_.topo, proto));
-      if (flow_observer_) slot.net->add_observer(flow_observer_);
-      slot.run = std::make_unique<CollectiveRun>(kernel_, *slot.net, *s_.topo, proto,
-                                                 s_.topo->cluster().network.transport);
-    }
-    return *slot.run;
-  }
-
   void collective_done() {
     const auto& plan = planner_.plan(group_);
-    const bool ps = s_.resolved.strategy == "ps";
-    Span span{
-        SpanKind::kCollective, iteration_,    -1,          ps ? "PS_PUSH_PULL" : "NCCL_ALLREDUCE",
-        collective_start_,     kernel_.now(), group_.bytes};
+    Span span{SpanKind::kCollective, iteration_,    -1,          collective_name(),
+              collective_start_,     kernel_.now(), group_.bytes};
     span.latency = to_time(plan.latency.value());
-    span.parameter_server = ps;
     obs_.emit(span);
     const Time d = group_.copy_out ? to_time(planner_.copy_time(group_.bytes).value()) : 0;
     if (d > 0) {
@@ -247,6 +260,172 @@ class DesStep {
     kernel_.after(d, [this] { group_done(); });
   }
 
+  std::string_view collective_name() const {
+    return s_.cluster->library.nccl() ? "NCCL_ALLREDUCE" : "MPI_ALLREDUCE";
+  }
+
+  // ---- parameter servers: one exchange per variable, all in flight together ----------------
+  // Each node (or each GPU) pushes its gradient to the servers holding the variable, after
+  // summing its GPUs' gradients where the framework does; a server sums once every push has
+  // arrived (sharing its memory with whatever else sums there) and then answers every pull; the
+  // pulled parameters are copied to the node's GPUs (docs/simulator.md, "Parameter servers").
+  struct Pusher {
+    int vertex = 0;       // where the push leaves from
+    int pull_vertex = 0;  // where the pull lands
+    std::vector<int> gpus;
+    int pending = 0;
+    int pulled = 0;
+  };
+  struct Exchange {
+    CommGroup group;
+    Time start = 0;
+    std::vector<networks::PsServer> servers;
+    std::vector<int> arrived;  // pushes per server
+    std::vector<Pusher> pushers;
+    int remaining = 0;  // pushers not yet done
+    Time latency = 0;   // the exchange of one byte, for the breakdown
+  };
+
+  void start_exchange(CommGroup g) {
+    exchanges_.push_back(std::make_unique<Exchange>());
+    Exchange* x = exchanges_.back().get();
+    x->group = std::move(g);
+    x->start = kernel_.now();
+    const auto req = planner_.request(x->group);
+    x->servers = networks::ps_servers(req, s_.comm);
+    x->arrived.assign(x->servers.size(), 0);
+    x->latency = to_time(planner_.plan(x->group).latency.value());
+    const auto& ps = x->group.ps;
+    if (ps.aggregation == networks::PsAggregation::kNone) {
+      for (int r = 0; r < s_.comm.size(); ++r) {
+        const int v = s_.comm.rank_vertex[static_cast<std::size_t>(r)];
+        x->pushers.push_back({v, v, {}});
+      }
+    } else {
+      for (const auto& ranks : s_.comm.ranks_by_node()) {
+        const auto a = networks::ps_aggregator(ps, s_.comm, ranks);
+        Pusher p{a.vertex, a.pull_vertex, {}};
+        for (int r : ranks) p.gpus.push_back(s_.comm.rank_vertex[static_cast<std::size_t>(r)]);
+        x->pushers.push_back(std::move(p));
+      }
+    }
+    x->remaining = static_cast<int>(x->pushers.size());
+    for (std::size_t p = 0; p < x->pushers.size(); ++p) gather(x, p);
+  }
+
+  // A transfer between two vertices; `done` runs when it has arrived (at once for a vertex to
+  // itself).
+  void send(int src, int dst, double bytes, std::function<void()> done) {
+    if (src == dst || bytes <= 0) {
+      done();
+      return;
+    }
+    const auto& h = hop(src, dst);
+    net_->start_on(*h.route, bytes, to_time(h.alpha), kInfinity, std::move(done));
+  }
+  // Memory traffic of a sum in `vertex`'s memory.
+  void sum(int vertex, double bytes, std::function<void()> done) {
+    if (bytes <= 0) {
+      done();
+      return;
+    }
+    const auto it = memory_.find(vertex);
+    net_->start(std::vector<int>{it->second}, bytes, 0, kInfinity, std::move(done));
+  }
+
+  void gather(Exchange* x, std::size_t p) {
+    auto& pu = x->pushers[p];
+    if (pu.gpus.empty()) {
+      push(x, p);
+      return;
+    }
+    pu.pending = static_cast<int>(pu.gpus.size());
+    const double b = x->group.bytes;
+    for (int gv : pu.gpus) {
+      send(gv, pu.vertex, b, [this, x, p] {
+        auto& q = x->pushers[p];
+        if (--q.pending > 0) return;
+        const int g = static_cast<int>(q.gpus.size());
+        sum(q.vertex, g > 1 ? networks::reduce_traffic(x->group.bytes, g) : 0.0,
+            [this, x, p] { push(x, p); });
+      });
+    }
+  }
+
+  void push(Exchange* x, std::size_t p) {
+    const int W = static_cast<int>(x->pushers.size());
+    for (std::size_t s = 0; s < x->servers.size(); ++s) {
+      const auto& sv = x->servers[s];
+      if (sv.bytes <= 0) continue;
+      send(x->pushers[p].vertex, sv.vertex, sv.bytes, [this, x, s, W] {
+        if (++x->arrived[s] < W) return;
+        const auto& server = x->servers[s];
+        sum(server.vertex, networks::reduce_traffic(server.bytes, W), [this, x, s] { pull(x, s); });
+      });
+    }
+    if (std::none_of(x->servers.begin(), x->servers.end(),
+                     [](const networks::PsServer& sv) { return sv.bytes > 0; })) {
+      scatter(x, p);
+    }
+  }
+
+  void pull(Exchange* x, std::size_t s) {
+    const auto& sv = x->servers[s];
+    std::size_t holding = 0;
+    for (const auto& other : x->servers) holding += other.bytes > 0 ? 1 : 0;
+    for (std::size_t p = 0; p < x->pushers.size(); ++p) {
+      send(sv.vertex, x->pushers[p].pull_vertex, sv.bytes, [this, x, p, holding] {
+        if (static_cast<std::size_t>(++x->pushers[p].pulled) == holding) scatter(x, p);
+      });
+    }
+  }
+
+  void scatter(Exchange* x, std::size_t p) {
+    auto& pu = x->pushers[p];
+    if (pu.gpus.empty()) {
+      pusher_done(x);
+      return;
+    }
+    pu.pending = static_cast<int>(pu.gpus.size());
+    for (int gv : pu.gpus) {
+      send(pu.pull_vertex, gv, x->group.bytes, [this, x, p] {
+        if (--x->pushers[p].pending == 0) pusher_done(x);
+      });
+    }
+  }
+
+  void pusher_done(Exchange* x) {
+    if (--x->remaining > 0) return;
+    Span span{SpanKind::kCollective, iteration_,    -1, "PS_PUSH_PULL", x->start,
+              kernel_.now(),         x->group.bytes};
+    span.latency = x->latency;
+    span.parameter_server = true;
+    obs_.emit(span);
+    reduced_ += x->group.tensors.size();
+    if (reduced_ == tensors_) {
+      exchanges_.clear();
+      all_reduced();
+    }
+  }
+
+  struct Hop {
+    const std::vector<int>* route = nullptr;
+    double alpha = 0;  // s: the route's link latencies and, across nodes, the message overhead
+  };
+  const Hop& hop(int src, int dst) {
+    auto [it, added] = hops_.try_emplace({src, dst});
+    if (!added) return it->second;
+    route_.clear();
+    s_.topo->route(src, dst, -1, route_);
+    auto& h = it->second;
+    if (s_.topo->path_class(route_) == hardware::PathClass::kNetwork) {
+      h.alpha = s_.topo->cluster().network.transport.message_overhead.value();
+    }
+    for (int id : route_) h.alpha += s_.topo->link(id).latency.value();
+    h.route = &net_->intern(route_);
+    return h;
+  }
+
   void group_done() {
     busy_ = false;
     reduced_ += group_.tensors.size();
@@ -254,6 +433,10 @@ class DesStep {
       start_group();
       return;
     }
+    all_reduced();
+  }
+
+  void all_reduced() {
     comm_done_ = true;
     for (int r = 0; r < n(); ++r) {
       if (gpus_[static_cast<std::size_t>(r)].backward_done) start_update(r);
@@ -282,9 +465,10 @@ class DesStep {
     if (i + 1 < s_.iterations) start_forward(r);
   }
 
+  static constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
   const StepSetup& s_;
   const Observers& obs_;
-  FlowObserver* flow_observer_;
   CollectivePlanner planner_;
   Normal normal_;
   EventKernel kernel_;
@@ -304,17 +488,21 @@ class DesStep {
   std::unique_ptr<GradientLauncher> launcher_;
   bool tick_pending_ = false;
 
+  std::unique_ptr<FlowNetwork> net_;
+  std::unique_ptr<CollectiveRun> run_;
+  // The communicator's stream.
   std::deque<CommGroup> queue_;
   bool busy_ = false;
   CommGroup group_;
   Time collective_start_ = 0;
   networks::Schedule schedule_;  // of the collective in progress
-  struct Runner {
-    std::unique_ptr<FlowNetwork> net;
-    std::unique_ptr<CollectiveRun> run;
-  };
-  std::map<const hardware::ProtocolSpec*, Runner> runs_;
   std::map<GroupKey, Time> measured_;
+  // Parameter servers.
+  bool ps_ = false;
+  std::map<int, int> memory_;  // vertex -> its memory's resource id in the network
+  std::vector<std::unique_ptr<Exchange>> exchanges_;
+  std::map<std::pair<int, int>, Hop> hops_;
+  std::vector<int> route_;
 };
 
 }  // namespace

@@ -37,39 +37,33 @@ struct StepSetup {
   std::uint64_t seed = 1;
 };
 
-// The cost of one group's collective, chosen as NCCL's tuner does: the protocol whose closed
-// form is fastest.
-struct CollectivePlan {
-  const hardware::ProtocolSpec* protocol = nullptr;
-  Seconds model_time;  // closed form
-  Seconds latency;     // the closed form of the same collective at one byte
-};
-
 // Groups with the same size and parameter-server layout cost the same.
 using GroupKey = std::tuple<double, int, std::string>;
 inline GroupKey group_key(const CommGroup& g) {
   return {g.bytes, g.ps.server_offset, g.ps.sharding};
 }
 
+// The collectives of a step: each group's cost on a quiet network (NCCL's choice, or a
+// point-to-point closed form) and its schedule, from the strategy's algorithm.
 class CollectivePlanner {
  public:
-  explicit CollectivePlanner(const StepSetup& setup) : setup_(setup) {}
+  explicit CollectivePlanner(const StepSetup& setup);
   // Cached by size and parameter-server layout; the reference stays valid.
-  const CollectivePlan& plan(const CommGroup& group);
+  const networks::CollectiveCost& plan(const CommGroup& group);
   // The plan's schedule, built on demand: a schedule lists every transfer of a step (thousands
   // at scale), too many to keep for each of a step's group sizes.
   networks::Schedule schedule(const CommGroup& group);
   // Memory-bound copy of `bytes` on a GPU (read and write).
   Seconds copy_time(double bytes) const;
+  networks::CollectiveRequest request(const CommGroup& group) const;
 
  private:
   const StepSetup& setup_;
   std::unique_ptr<networks::CollectiveAlgorithm> algorithm_;
-  networks::CollectiveRequest request(const CommGroup& group) const;
-  std::map<GroupKey, std::unique_ptr<CollectivePlan>> cache_;
+  std::map<GroupKey, std::unique_ptr<networks::CollectiveCost>> cache_;
 };
 
-// A small allreduce's time on the job (Horovod negotiation), fastest algorithm and protocol.
+// A small allreduce's time on the job (Horovod's negotiation over MPI: recursive doubling).
 Seconds small_allreduce_time(const networks::Communicator& comm, Bytes bytes);
 
 struct EngineRun {

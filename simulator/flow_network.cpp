@@ -124,25 +124,22 @@ void FlowNetwork::update() {
   }
 }
 
-std::vector<double> link_capacities(const networks::Topology& topo,
-                                    const hardware::ProtocolSpec& proto) {
+std::vector<double> link_capacities(const networks::Topology& topo) {
   std::vector<double> c(topo.link_count());
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    c[i] = topo.link(static_cast<int>(i)).bandwidth.value() * proto.bandwidth_fraction;
-  }
+  for (std::size_t i = 0; i < c.size(); ++i)
+    c[i] = topo.link(static_cast<int>(i)).bandwidth.value();
   return c;
 }
 
 CollectiveRun::CollectiveRun(EventKernel& kernel, FlowNetwork& net, const networks::Topology& topo,
-                             const hardware::ProtocolSpec& proto,
                              const hardware::TransportSpec& transport)
-    : kernel_(kernel), net_(net), topo_(topo), proto_(proto), transport_(transport) {}
+    : kernel_(kernel), net_(net), topo_(topo), transport_(transport) {}
 
 void CollectiveRun::run(const networks::Schedule& schedule, std::function<void()> done) {
   schedule_ = &schedule;
   done_ = std::move(done);
   phase_ = 0;
-  kernel_.after(to_time(proto_.base_latency.value()), [this] { start_phase(); });
+  start_phase();
 }
 
 void CollectiveRun::start_phase() {
@@ -159,6 +156,16 @@ void CollectiveRun::start_step() {
   const auto& phase = schedule_->phases[phase_];
   step_start_ = kernel_.now();
   idle_at_start_ = net_.active() == 0;
+  const Time latency = to_time(phase.latency);
+  if (latency > 0) {
+    kernel_.after(latency, [this] { start_flows(); });
+  } else {
+    start_flows();
+  }
+}
+
+void CollectiveRun::start_flows() {
+  const auto& phase = schedule_->phases[phase_];
   // A reduction fused with the copy (NCCL) bounds the flow's rate: the receiver sums
   // reduce_bytes per step at reduce_bandwidth (docs/simulator.md).
   const double reduce_s = phase.reduce_bytes / phase.reduce_bandwidth.value();
@@ -171,13 +178,14 @@ void CollectiveRun::start_step() {
   for (const auto& t : phase.transfers) {
     if (t.src == t.dst || t.bytes <= 0) continue;
     const Hop& h = hop(t);
-    double flow_cap = std::numeric_limits<double>::infinity();
-    if (phase.overlap_reduce && reduce_s > 0) flow_cap = t.bytes / reduce_s;
-    if (cap && h.network) flow_cap = std::min(flow_cap, cap->value() * proto_.bandwidth_fraction);
+    const double alpha = phase.route_latency ? h.alpha : 0.0;
+    double flow_cap = t.cap;
+    if (phase.overlap_reduce && reduce_s > 0) flow_cap = std::min(flow_cap, t.bytes / reduce_s);
+    if (cap && h.network) flow_cap = std::min(flow_cap, cap->value());
     ++pending_;
-    alpha_sum += h.alpha;
+    alpha_sum += alpha;
     ++active;
-    net_.start_on(*h.route, t.bytes, phase.pipelined ? 0 : to_time(h.alpha), flow_cap, [this] {
+    net_.start_on(*h.route, t.bytes, phase.pipelined ? 0 : to_time(alpha), flow_cap, [this] {
       if (--pending_ == 0) step_done();
     });
   }
@@ -193,13 +201,11 @@ const CollectiveRun::Hop& CollectiveRun::hop(const networks::Transfer& t) {
   const auto cls = topo_.path_class(route_);
   Hop& h = it->second;
   h.network = cls == hardware::PathClass::kNetwork;
-  h.alpha = proto_.step_latency(cls).value();
-  if (h.network) h.alpha += transport_.message_overhead.value();
+  h.alpha = h.network ? transport_.message_overhead.value() : 0.0;
   for (int id : route_) h.alpha += topo_.link(id).latency.value();
   h.route = &net_.intern(route_);
   return h;
 }
-
 void CollectiveRun::step_done() {
   const auto& phase = schedule_->phases[phase_];
   Time after = step_latency_;

@@ -81,29 +81,30 @@ class FlowNetwork {
   std::vector<FlowObserver*> observers_;
 };
 
-// Link capacities for protocol `proto`: each link's bandwidth x the protocol's fraction.
-std::vector<double> link_capacities(const networks::Topology& topo,
-                                    const hardware::ProtocolSpec& proto);
+// Link capacities: each link's bandwidth (B/s), by link id.
+std::vector<double> link_capacities(const networks::Topology& topo);
 
-// One collective's schedule executed on a flow network: the protocol's base latency, then each
-// phase's steps in turn; a step's transfers start together and the step ends when the last has
+// One collective's schedule executed on a flow network: each phase's steps in turn; a step
+// waits the phase's latency, its transfers then start together (each after its route's latency
+// in point-to-point phases), each at most at its cap, and the step ends when the last has
 // arrived and its reduction is done. Identical repeated steps on an otherwise idle network take
 // the time of the first (the network is then in the same state at every step start).
 class CollectiveRun {
  public:
   CollectiveRun(EventKernel& kernel, FlowNetwork& net, const networks::Topology& topo,
-                const hardware::ProtocolSpec& proto, const hardware::TransportSpec& transport);
+                const hardware::TransportSpec& transport);
   // Runs `schedule` (which must outlive the run) and calls `done` at its end.
   void run(const networks::Schedule& schedule, std::function<void()> done);
 
  private:
   void start_phase();
   void start_step();
+  void start_flows();
   void step_done();
   void step_end();
 
-  // A transfer's route and its latency (per-hop latencies, the protocol's step latency and the
-  // transport's message overhead on the network), the same for every step between two GPUs.
+  // A transfer's route and its latency (per-hop latencies and the transport's message overhead
+  // on the network), the same for every step between two vertices.
   struct Hop {
     const std::vector<int>* route = nullptr;
     double alpha = 0;  // s
@@ -114,7 +115,6 @@ class CollectiveRun {
   EventKernel& kernel_;
   FlowNetwork& net_;
   const networks::Topology& topo_;
-  const hardware::ProtocolSpec& proto_;
   const hardware::TransportSpec& transport_;
   const networks::Schedule* schedule_ = nullptr;
   std::function<void()> done_;

@@ -27,8 +27,8 @@ void add_framework_flags(CLI::App* c, FrameworkFlags& f) {
   c->add_option("--first-bucket", f.first_bucket, "DDP first bucket size (e.g. 1MiB)")
       ->type_name("SIZE");
   c->add_option("--mode", f.mode,
-                "tf-ps: parameter_server | distributed_replicated; mxnet-kvstore: device | "
-                "dist_sync");
+                "tf-ps: parameter_server | distributed_replicated; tf-replicated: nccl | copy; "
+                "mxnet-kvstore: device | dist_sync");
   c->add_option("--ps-servers", f.ps_servers, "Parameter servers")->check(CLI::Range(1, kMaxRanks));
   c->add_option("--ps-placement", f.ps_placement, "colocated (on worker nodes) or dedicated");
   c->add_option("--ps-device", f.ps_device, "Servers sum on the cpu or a gpu");

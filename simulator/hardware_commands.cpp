@@ -56,13 +56,16 @@ void run_show(const ShowOptions& opt) {
 
 struct CollectiveOptions {
   std::string op = "allreduce";
-  std::string algo = "ring";
+  std::string algo = "auto";
   std::string bytes = "8B:1GiB";
   int gpus = 0;
   std::optional<int> gpus_per_node;
   std::string nodelist;
   std::string cluster = "default";
   int root = 0;
+  int gpus_per_thread = 1;
+  std::optional<std::string> library;
+  int rails = 0;
   int ps_servers = 1;
   std::string ps_placement = "dedicated";
   std::string ps_device = "cpu";
@@ -116,7 +119,7 @@ void run_collective_cmd(const CollectiveOptions& opt) {
     fail_at({}, "--format", fmt::format("unknown format '{}' (table, json, csv)", opt.format));
   }
   const auto sizes = parse_sizes(opt.bytes);
-  const auto cluster = hardware::load_cluster(opt.cluster);
+  const auto cluster = hardware::load_cluster(opt.cluster, opt.library);
   networks::PlacementRequest pr;
   pr.gpus = opt.gpus;
   pr.gpus_per_node = opt.gpus_per_node;
@@ -133,7 +136,7 @@ void run_collective_cmd(const CollectiveOptions& opt) {
   const bool colocated = opt.ps_placement == "colocated";
   const bool dedicated = opt.algo == "ps" && !colocated;
   const auto job = networks::with_server_nodes(cluster, placement, dedicated ? opt.ps_servers : 0);
-  const networks::Topology topo(cluster, job.nodes);
+  const networks::Topology topo(cluster, job.nodes, opt.rails);
   const auto comm = networks::make_communicator(topo, placement, job.server_slots);
   networks::CollectiveRequest req;
   req.op = *op;
@@ -145,6 +148,11 @@ void run_collective_cmd(const CollectiveOptions& opt) {
   req.ps.colocated = colocated;
   req.ps.on_gpu = opt.ps_device == "gpu";
   req.ps.sharding = opt.ps_sharding;
+  req.gpus_per_thread = opt.gpus_per_thread;
+  if (opt.gpus_per_thread > 1 && opt.gpus % opt.gpus_per_thread != 0) {
+    fail_at({}, "--gpus-per-thread",
+            fmt::format("{} GPUs do not split into threads of {}", opt.gpus, opt.gpus_per_thread));
+  }
 
   std::vector<networks::CollectiveResult> results;
   for (const auto& s : sizes) {
@@ -182,10 +190,12 @@ void run_collective_cmd(const CollectiveOptions& opt) {
                               {"time_s", r.time.value()},
                               {"algbw_bytes_per_s", r.algbw},
                               {"busbw_bytes_per_s", r.busbw},
-                              {"protocol", r.protocol},
-                              {"closed_form_time_s", r.model_time.value()},
-                              {"closed_form", r.formula},
-                              {"channels", r.channels},
+                              {"algorithm", r.cost.algorithm},
+                              {"protocol", r.cost.protocol},
+                              {"channels", r.cost.channels},
+                              {"closed_form_time_s", r.cost.time.value()},
+                              {"closed_form", r.cost.formula},
+                              {"why", r.cost.why},
                               {"steps", r.steps},
                               {"phases", phases}});
     }
@@ -200,20 +210,24 @@ void run_collective_cmd(const CollectiveOptions& opt) {
                        opt.gpus_per_node ? nlohmann::json(*opt.gpus_per_node) : nlohmann::json()},
                       {"nodelist", opt.nodelist},
                       {"cluster", opt.cluster},
+                      {"library", opt.library ? nlohmann::json(*opt.library) : nlohmann::json()},
+                      {"rails", opt.rails > 0 ? nlohmann::json(opt.rails) : nlohmann::json()},
                       {"root", opt.root},
+                      {"gpus_per_thread", opt.gpus_per_thread},
                       {"ps_servers", opt.ps_servers},
                       {"ps_placement", opt.ps_placement},
                       {"ps_device", opt.ps_device},
                       {"ps_sharding", opt.ps_sharding}}}};
     o << json_text(j, 2) << "\n";
   } else if (opt.format == "csv") {
-    o << "size_bytes,count_elements,time_us,algbw_GBps,busbw_GBps,protocol,closed_form_us,"
-         "channels,steps\n";
+    o << "size_bytes,count_elements,time_us,algbw_GBps,busbw_GBps,algorithm,protocol,"
+         "closed_form_us,channels,steps\n";
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       const auto& r = results[i];
-      o << fmt::format("{:.0f},{:.0f},{:.3f},{:.3f},{:.3f},{},{:.3f},{},{}\n", sizes[i].value(),
+      o << fmt::format("{:.0f},{:.0f},{:.3f},{:.3f},{:.3f},{},{},{:.3f},{},{}\n", sizes[i].value(),
                        std::floor(sizes[i].value() / 4), r.time.value() * 1e6, r.algbw / 1e9,
-                       r.busbw / 1e9, r.protocol, r.model_time.value() * 1e6, r.channels, r.steps);
+                       r.busbw / 1e9, r.cost.algorithm, r.cost.protocol, r.cost.time.value() * 1e6,
+                       r.cost.channels, r.steps);
     }
   } else {
     o << fmt::format(
@@ -221,27 +235,29 @@ void run_collective_cmd(const CollectiveOptions& opt) {
         "{}, library {}\n",
         opt.op, opt.algo, opt.gpus, placement.nodes.size(), cluster.about.name,
         cluster.library.about.name);
-    o << fmt::format("# busbw = algbw x {:.4f} (nccl-tests); closed form: {}\n#\n",
-                     networks::busbw_factor(*op, opt.gpus), results.front().formula);
-    o << fmt::format("# {:>12} {:>12} {:>6} {:>6} {:>5} {:>11} {:>8} {:>8}  {:<7} {:>11} {:>3}\n",
-                     "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "proto",
-                     "closed-form", "ch");
-    o << fmt::format("# {:>12} {:>12} {:>6} {:>6} {:>5} {:>11} {:>8} {:>8}  {:<7} {:>11} {:>3}\n",
-                     "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "");
+    o << fmt::format("# busbw = algbw x {:.4f} (nccl-tests); cost: {}\n#\n",
+                     networks::busbw_factor(*op, opt.gpus), results.front().cost.formula);
+    o << fmt::format(
+        "# {:>12} {:>12} {:>6} {:>6} {:>5} {:>11} {:>8} {:>8}  {:<6} {:<6} {:>11} {:>3}\n", "size",
+        "count", "type", "redop", "root", "time", "algbw", "busbw", "algo", "proto", "model", "ch");
+    o << fmt::format(
+        "# {:>12} {:>12} {:>6} {:>6} {:>5} {:>11} {:>8} {:>8}  {:<6} {:<6} {:>11} {:>3}\n", "(B)",
+        "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "", "(us)", "");
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       const auto& r = results[i];
       o << fmt::format(
-          "  {:>12.0f} {:>12.0f} {:>6} {:>6} {:>5} {:>11.2f} {:>8.2f} {:>8.2f}  {:<7} "
+          "  {:>12.0f} {:>12.0f} {:>6} {:>6} {:>5} {:>11.2f} {:>8.2f} {:>8.2f}  {:<6} {:<6} "
           "{:>11.2f} {:>3}\n",
           sizes[i].value(), std::floor(sizes[i].value() / 4), "float", reduces ? "sum" : "none",
           rooted ? std::to_string(opt.root) : "-1", r.time.value() * 1e6, r.algbw / 1e9,
-          r.busbw / 1e9, r.protocol, r.model_time.value() * 1e6, r.channels);
+          r.busbw / 1e9, r.cost.algorithm, r.cost.protocol.empty() ? "-" : r.cost.protocol,
+          r.cost.time.value() * 1e6, r.cost.channels);
     }
     const auto& last = results.back();
-    o << fmt::format("# where the time goes at {} (protocol {}):\n", format_bytes(sizes.back()),
-                     last.protocol);
+    o << fmt::format("# at {}: {}\n", format_bytes(sizes.back()), last.cost.why);
+    o << fmt::format("# where the time goes at {}:\n", format_bytes(sizes.back()));
     for (const auto& p : last.execution.phases) {
-      o << fmt::format("#   {:<40} {:>6} steps x {:>10} = {:>10}   bound by {}\n", p.label, p.steps,
+      o << fmt::format("#   {:<44} {:>6} steps x {:>10} = {:>10}   bound by {}\n", p.label, p.steps,
                        format_seconds(p.step_time), format_seconds(p.time),
                        p.bottleneck.empty() ? "latency" : p.bottleneck);
     }
@@ -281,7 +297,9 @@ void add_collective_command(CLI::App& app) {
   c->add_option("--op", opt->op,
                 "allreduce, allgather, reducescatter, broadcast, reduce or alltoall")
       ->capture_default_str();
-  c->add_option("--algo", opt->algo, "ring, tree, hd, hierarchical or ps")->capture_default_str();
+  c->add_option("--algo", opt->algo,
+                "auto (the library's own choice), ring, tree, nvls, hd, hierarchical or ps")
+      ->capture_default_str();
   c->add_option("--bytes", opt->bytes, "SIZE, or MIN:MAX[:xF] (sizes multiplied by F, default 2)")
       ->capture_default_str();
   c->add_option("--gpus", opt->gpus, "Ranks (one per GPU)")
@@ -291,7 +309,17 @@ void add_collective_command(CLI::App& app) {
       ->check(CLI::Range(1, kMaxGpusPerNode));
   c->add_option("--nodelist", opt->nodelist, "Slurm host list of the nodes to use");
   c->add_option("--cluster", opt->cluster, "Cluster preset or YAML file")->capture_default_str();
+  c->add_option("--library", opt->library,
+                "Collective library preset or YAML file instead of the cluster's (nccl, "
+                "nccl-2.3, mpi)");
+  c->add_option("--rails", opt->rails,
+                "NICs per node the job uses, the first ones (as NCCL_IB_HCA; default: all)")
+      ->check(CLI::Range(1, kMaxGpusPerNode));
   c->add_option("--root", opt->root, "Root rank of broadcast and reduce")->capture_default_str();
+  c->add_option("--gpus-per-thread", opt->gpus_per_thread,
+                "GPUs one host thread drives, as nccl-tests -g (their kernel launches add up)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxGpusPerNode));
   c->add_option("--ps-servers", opt->ps_servers, "Parameter servers (algo ps)")
       ->capture_default_str()
       ->check(CLI::Range(1, kMaxRanks));

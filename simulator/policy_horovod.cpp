@@ -71,7 +71,7 @@ class Horovod : public FrameworkPolicy {
     refuse(o.first_bucket.has_value(), "--first-bucket", name_);
     refuse(o.mode.has_value(), "--mode", name_);
     ResolvedPolicy p;
-    p.strategy = strategy.value_or("ring");
+    p.strategy = strategy.value_or("auto");
     p.ps = ps_options(o, 1);
     const Bytes threshold = o.fusion_threshold.value_or(Bytes(128 * kMiB));
     const Seconds cycle = o.cycle_time.value_or(Seconds(1e-3));

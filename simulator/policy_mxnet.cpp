@@ -37,13 +37,16 @@ class MxnetKvstore : public FrameworkPolicy {
     }
     if (mode == "device") {
       refuse(o.ps_servers.has_value(), "--ps-servers", "mxnet-kvstore device");
-      p.strategy = strategy.value_or("ring");
+      p.strategy = strategy.value_or("auto");
     } else {
       p.strategy = strategy.value_or("ps");
     }
     // The launcher starts as many servers as workers (tools/launch.py: -s defaults to -n), on
     // the workers' machines.
     p.ps = ps_options(o, job.nodes);
+    // dist_sync (CommCPU) copies every GPU's gradient to pinned host memory and sums it there
+    // before the push (kvstore_dist.h Push_, comm.h CommCPU::Reduce).
+    p.ps.aggregation = networks::PsAggregation::kHost;
     p.settings["mode"] = mode;
     if (mode == "dist_sync") p.settings["ps_servers"] = std::to_string(p.ps.servers);
     p.description =
@@ -67,6 +70,7 @@ class MxnetKvstore : public FrameworkPolicy {
       g.ps.tensors = {g.bytes};
       // Keys are numbered in parameter order, the reverse of backward order.
       const auto key = static_cast<std::int64_t>(groups.size() - 1 - t);
+      g.ps.variable = static_cast<int>(key);
       if (job.gradient_elems[t] >= kBigArrayBound) {
         g.ps.sharding = "split";
       } else {

@@ -61,7 +61,7 @@ class PytorchDdp : public FrameworkPolicy {
     refuse(o.cycle_time.has_value(), "--cycle-time", name);
     refuse(o.mode.has_value(), "--mode", name);
     ResolvedPolicy p;
-    p.strategy = strategy.value_or("ring");
+    p.strategy = strategy.value_or("auto");
     p.ps = ps_options(o, 1);
     p.params.bucket_cap = o.bucket_cap.value_or(Bytes(25 * kMiB));
     p.params.first_bucket = o.first_bucket.value_or(Bytes(1 * kMiB));

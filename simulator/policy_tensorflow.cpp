@@ -1,11 +1,14 @@
 // TensorFlow as tf_cnn_benchmarks runs it (docs/simulator.md, "tf-ps" and "tf-replicated").
-// tf-ps, `parameter_server`: every variable lives on one parameter server (greedy by size over
-// the servers, largest first; tf_cnn_benchmarks' greedy strategy takes creation order); each worker
-// GPU pushes a variable's gradient as soon as backward produces it, the server sums, and the worker
-// pulls the new value. `distributed_replicated` keeps a copy on every worker and the
-// parameter-server copies go round-robin over the servers; gradients cross the network the same
-// way, per GPU. tf-replicated, `replicated` with --all_reduce_spec=nccl: each variable's gradient
-// is allreduced across the node's GPUs as it is produced, no fusion.
+// tf-ps, `parameter_server`: every variable lives on one parameter server, placed in creation
+// order on the server holding the fewest bytes so far (GreedyLoadBalancingStrategy); a worker
+// sums its GPUs' gradients of a variable on its CPU (the add_n is placed on the worker's CPU) as
+// soon as backward produces them, sends the sum to the variable's server, which applies it, and
+// reads the new value back. `distributed_replicated` keeps a copy on every GPU; the master copies
+// go round robin over the servers in creation order (replica_device_setter); a worker sums a
+// variable's gradients on its GPU (i mod g) and sends that sum; the updated master is read to
+// the worker's CPU and copied to every GPU. tf-replicated, `replicated` with --use_nccl (mode
+// nccl): each variable's gradient is allreduced across the node's GPUs as it is produced, no
+// fusion; without (mode copy): summed on GPU i mod g by copies and copied back.
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -23,6 +26,8 @@ std::vector<CommGroup> per_tensor(const JobInfo& job, const networks::PsOptions&
     g[t].bytes = job.gradient_bytes[t];
     g[t].ps = ps;
     g[t].ps.tensors = {job.gradient_bytes[t]};
+    // Variables are created in forward order, the reverse of backward order.
+    g[t].ps.variable = static_cast<int>(g.size() - 1 - t);
   }
   return g;
 }
@@ -49,6 +54,14 @@ class TfParameterServer : public FrameworkPolicy {
     // --local_parameter_device=cpu).
     p.ps = ps_options(o, job.nodes);
     p.ps.sharding = "round_robin";
+    // Summed inside the worker before it is sent: on the worker's CPU (parameter_server) or on
+    // one of its GPUs (distributed_replicated).
+    // With the variables on a GPU (local_parameter_device=gpu, one machine) the add_n runs on
+    // that GPU, the server's: every GPU's gradient goes to it.
+    p.ps.aggregation =
+        *p.params.mode == "parameter_server"
+            ? (p.ps.on_gpu ? networks::PsAggregation::kNone : networks::PsAggregation::kHost)
+            : networks::PsAggregation::kGpu;
     p.settings["mode"] = *p.params.mode;
     p.settings["ps_servers"] = std::to_string(p.ps.servers);
     p.settings["ps_placement"] = p.ps.colocated ? "colocated" : "dedicated";
@@ -64,24 +77,17 @@ class TfParameterServer : public FrameworkPolicy {
                                              const JobInfo& job) const override {
     auto groups = per_tensor(job, p.ps);
     const auto servers = static_cast<std::size_t>(p.ps.servers);
-    if (*p.params.mode == "parameter_server") {
-      // Greedy: largest variable first onto the least-loaded server.
-      std::vector<std::size_t> order(groups.size());
-      std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) {
-        return job.gradient_bytes[a] > job.gradient_bytes[b];
-      });
-      std::vector<double> load(servers, 0.0);
-      for (auto t : order) {
-        const auto s =
-            static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-        load[s] += job.gradient_bytes[t];
-        groups[t].ps.server_offset = static_cast<int>(s);
+    // In creation order: the greedy strategy puts each variable on the least-loaded server
+    // (the first of equals); round robin puts variable i on server i mod S.
+    std::vector<double> load(servers, 0.0);
+    for (std::size_t k = groups.size(); k-- > 0;) {
+      auto& g = groups[k];
+      std::size_t s = static_cast<std::size_t>(g.ps.variable) % servers;
+      if (*p.params.mode == "parameter_server") {
+        s = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
       }
-    } else {
-      for (std::size_t t = 0; t < groups.size(); ++t) {
-        groups[t].ps.server_offset = static_cast<int>(t % servers);
-      }
+      load[s] += g.bytes;
+      g.ps.server_offset = static_cast<int>(s);
     }
     return std::make_unique<PerTensorLauncher>(std::move(groups));
   }
@@ -98,7 +104,6 @@ class TfReplicated : public FrameworkPolicy {
     refuse(o.cycle_time.has_value(), "--cycle-time", name);
     refuse(o.bucket_cap.has_value(), "--bucket-cap", name);
     refuse(o.first_bucket.has_value(), "--first-bucket", name);
-    refuse(o.mode.has_value(), "--mode", name);
     if (job.nodes > 1) {
       fail_at({}, "--framework",
               fmt::format("tf-replicated runs inside one node, but the job spans {} nodes "
@@ -106,7 +111,30 @@ class TfReplicated : public FrameworkPolicy {
                           job.nodes));
     }
     ResolvedPolicy p;
-    p.strategy = strategy.value_or("ring");
+    p.params.mode = o.mode.value_or("nccl");
+    if (*p.params.mode != "nccl" && *p.params.mode != "copy") {
+      fail_at({}, "--mode",
+              fmt::format("unknown tf-replicated mode '{}' (nccl, copy)", *p.params.mode));
+    }
+    p.settings["mode"] = *p.params.mode;
+    if (*p.params.mode == "copy") {
+      // --use_nccl=false: variable i's gradients are summed on GPU i mod g by copies and the
+      // sum copied back to every GPU (aggregate_gradients_using_copy_with_device_selection):
+      // a parameter server per GPU.
+      refuse(o.ps_servers.has_value(), "--ps-servers", "tf-replicated copy");
+      refuse(o.ps_on_gpu.has_value(), "--ps-device", "tf-replicated copy");
+      refuse(o.ps_colocated.has_value(), "--ps-placement", "tf-replicated copy");
+      p.strategy = strategy.value_or("ps");
+      p.ps.servers = job.gpus;
+      p.ps.colocated = true;
+      p.ps.on_gpu = true;
+      p.ps.sharding = "round_robin";
+      p.description = fmt::format(
+          "tf-replicated (copy): each variable summed on one of the {} GPUs and copied back",
+          job.gpus);
+      return p;
+    }
+    p.strategy = strategy.value_or("auto");
     p.ps = ps_options(o, 1);
     p.description =
         fmt::format("tf-replicated: NCCL {} allreduce per variable inside the node", p.strategy);
@@ -115,7 +143,11 @@ class TfReplicated : public FrameworkPolicy {
 
   std::unique_ptr<GradientLauncher> launcher(const ResolvedPolicy& p,
                                              const JobInfo& job) const override {
-    return std::make_unique<PerTensorLauncher>(per_tensor(job, p.ps));
+    auto groups = per_tensor(job, p.ps);
+    if (*p.params.mode == "copy") {
+      for (auto& g : groups) g.ps.server_offset = g.ps.variable % p.ps.servers;
+    }
+    return std::make_unique<PerTensorLauncher>(std::move(groups));
   }
 
   Bytes buffer_bytes(const ResolvedPolicy&, const JobInfo&) const override { return Bytes(0); }

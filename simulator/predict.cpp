@@ -74,30 +74,49 @@ Means summarize(const Breakdown& b) {
     m.backward_end += to_seconds(st.backward_end - st.begin);
     Time comm_end = st.backward_end;
     for (const auto& c : st.channel) {
-      m.communication += to_seconds(c.end - c.begin);
       comm_end = std::max(comm_end, c.end);
       if (c.kind == SpanKind::kCollective) ++m.groups;
     }
-    // The exposed window: after the last GPU's backward until the last group is done. Each
-    // activity inside it is charged to its cause; idle gaps are the policy waiting.
+    // Parameter-server exchanges overlap one another: time is cut at every span boundary, and
+    // each slice in which k activities run is shared among them (1/k each). Communication is
+    // the time at least one runs; the exposed window, after the last GPU's backward until the
+    // last activity ends, is charged to the causes of what runs in it, idle gaps to the policy
+    // waiting.
+    std::vector<Time> cuts;
+    for (const auto& c : st.channel) {
+      cuts.push_back(c.begin);
+      cuts.push_back(c.end);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     const Time w0 = st.backward_end;
     const Time w1 = comm_end;
     m.exposed += to_seconds(w1 - w0);
     Time covered = 0;
-    for (const auto& c : st.channel) {
-      const Time ov = std::max<Time>(0, std::min(c.end, w1) - std::max(c.begin, w0));
+    std::vector<const Span*> running;
+    for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
+      const Time a = cuts[i], z = cuts[i + 1];
+      running.clear();
+      for (const auto& c : st.channel) {
+        if (c.begin <= a && c.end >= z) running.push_back(&c);
+      }
+      if (running.empty()) continue;
+      m.communication += to_seconds(z - a);
+      const Time ov = std::max<Time>(0, std::min(z, w1) - std::max(a, w0));
       if (ov == 0) continue;
       covered += ov;
-      const double s = to_seconds(ov);
-      if (c.kind != SpanKind::kCollective) {
-        m.loss.fusion_or_bucket_waiting += s;
-        continue;
+      const double share = to_seconds(ov) / static_cast<double>(running.size());
+      for (const Span* c : running) {
+        if (c->kind != SpanKind::kCollective) {
+          m.loss.fusion_or_bucket_waiting += share;
+          continue;
+        }
+        const double d = to_seconds(c->end - c->begin);
+        const double lat = d > 0 ? std::min(1.0, to_seconds(c->latency) / d) : 1.0;
+        m.loss.latency_and_small_messages += share * lat;
+        (c->parameter_server ? m.loss.parameter_server_bottleneck : m.loss.exposed_bandwidth) +=
+            share * (1 - lat);
       }
-      const double d = to_seconds(c.end - c.begin);
-      const double lat = d > 0 ? std::min(1.0, to_seconds(c.latency) / d) : 1.0;
-      m.loss.latency_and_small_messages += s * lat;
-      (c.parameter_server ? m.loss.parameter_server_bottleneck : m.loss.exposed_bandwidth) +=
-          s * (1 - lat);
     }
     m.loss.fusion_or_bucket_waiting += to_seconds(std::max<Time>(0, (w1 - w0) - covered));
   }
@@ -179,7 +198,7 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
   if (o.strategy) networks::collective_algorithms().at(*o.strategy, {});
 
   const auto graph = model::load_model(o.model, o.model_params);
-  const auto cluster = hardware::load_cluster(o.cluster);
+  const auto cluster = hardware::load_cluster(o.cluster, o.library);
   networks::PlacementRequest pr;
   pr.gpus = o.gpus;
   pr.gpus_per_node = o.gpus_per_node;
@@ -245,7 +264,7 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
   const bool dedicated = setup.resolved.strategy == "ps" && !setup.resolved.ps.colocated;
   const auto job_nodes =
       networks::with_server_nodes(cluster, placement, dedicated ? setup.resolved.ps.servers : 0);
-  setup.topo = std::make_unique<networks::Topology>(cluster, job_nodes.nodes);
+  setup.topo = std::make_unique<networks::Topology>(cluster, job_nodes.nodes, o.rails.value_or(0));
   setup.comm = networks::make_communicator(*setup.topo, placement, job_nodes.server_slots);
   // Negotiation messages repeat every cycle with the same size: cost each size once.
   job.small_allreduce = [&setup, cache = std::make_shared<std::map<double, Seconds>>()](Bytes b) {
@@ -287,7 +306,7 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
     p1.gpus = 1;
     p1.nodelist = networks::hostname(cluster, placement.nodes.front());
     const auto pl1 = networks::place(cluster, p1);
-    one.topo = std::make_unique<networks::Topology>(cluster, pl1.nodes);
+    one.topo = std::make_unique<networks::Topology>(cluster, pl1.nodes, o.rails.value_or(0));
     one.comm = networks::make_communicator(*one.topo, pl1);
     one.policy = setup.policy;
     one.resolved = setup.resolved;
@@ -364,6 +383,10 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
                          [](const auto& a, const auto& b) { return a.time < b.time; });
     p.largest_collective_bytes = req.size.value();
     p.largest_collective_s = r.time.value();
+    p.collective_algorithm = r.cost.algorithm;
+    p.collective_protocol = r.cost.protocol;
+    p.collective_channels = r.cost.channels;
+    p.collective_why = r.cost.why;
     if (slowest != r.execution.phases.end()) {
       p.bottleneck = fmt::format("{} ({} steps), bound by {}", slowest->label, slowest->steps,
                                  slowest->bottleneck.empty() ? "latency" : slowest->bottleneck);
@@ -385,9 +408,12 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
         fmt::format("communication: {} per step, {} of it exposed after the last backward",
                     ms(p.communication_s), ms(p.exposed_communication_s)));
     if (!p.bottleneck.empty()) {
-      p.why.push_back(fmt::format("largest collective: {} {} in {}; its longest phase is {}",
-                                  format_bytes(Bytes(p.largest_collective_bytes)), p.strategy,
+      p.why.push_back(fmt::format("largest collective: {} {}{} in {}; its longest phase is {}",
+                                  format_bytes(Bytes(p.largest_collective_bytes)),
+                                  p.collective_algorithm,
+                                  p.collective_protocol.empty() ? "" : "/" + p.collective_protocol,
                                   ms(p.largest_collective_s), p.bottleneck));
+      p.why.push_back(fmt::format("why {}: {}", p.collective_algorithm, p.collective_why));
     }
     p.why.push_back(
         fmt::format("stragglers: the slowest of {} GPUs ends backward {} after one GPU alone would "
@@ -406,6 +432,8 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
       {"nodelist", o.nodelist},
       {"batch", batch_text(o)},
       {"cluster", o.cluster},
+      {"library", o.library ? nlohmann::json(*o.library) : nlohmann::json()},
+      {"rails", o.rails ? nlohmann::json(*o.rails) : nlohmann::json()},
       {"framework", o.framework},
       {"strategy", o.strategy ? nlohmann::json(*o.strategy) : nlohmann::json()},
       {"precision", to_string(o.precision)},
@@ -462,7 +490,11 @@ nlohmann::json to_json(const Prediction& p) {
   if (!p.bottleneck.empty()) {
     j["largest_collective"] = {{"bytes", p.largest_collective_bytes},
                                {"time_s", p.largest_collective_s},
-                               {"bottleneck", p.bottleneck}};
+                               {"bottleneck", p.bottleneck},
+                               {"algorithm", p.collective_algorithm},
+                               {"protocol", p.collective_protocol},
+                               {"channels", p.collective_channels},
+                               {"why", p.collective_why}};
   }
   j["why"] = p.why;
   j["context"] = {{"dlsim_version", kVersion},

@@ -37,6 +37,8 @@ struct PredictOptions {
   std::optional<std::int64_t> batch;  // per GPU; nullopt: kDefaultBatch (or batch_max)
   bool batch_max = false;             // the largest batch that fits in memory
   std::string cluster = "default";
+  std::optional<std::string> library;  // a library preset or file instead of the cluster's
+  std::optional<int> rails;            // NICs per node the job uses (default: all)
   std::string framework = "horovod";
   std::optional<std::string> strategy;
   FrameworkOptions framework_options;
@@ -90,6 +92,10 @@ struct Prediction {
   // The largest exchange (a full fusion buffer or bucket) alone: its time and what bounds it.
   double largest_collective_bytes = 0, largest_collective_s = 0;
   std::string bottleneck;
+  // What runs the largest collective: the algorithm and protocol the library picks (NCCL's
+  // tuner for `auto`), its channels, and why.
+  std::string collective_algorithm, collective_protocol, collective_why;
+  int collective_channels = 0;
   std::uint64_t events = 0;
   std::vector<std::string> why;
   nlohmann::json hardware;  // the resolved cluster

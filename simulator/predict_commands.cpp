@@ -86,11 +86,18 @@ void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strat
   c->add_option("--batch", f.batch, "Per-GPU batch, or 'max' (default 32)")->type_name("INT|max");
   c->add_option("--set", f.sets, "Model parameter NAME=VALUE (e.g. seq_len=64), as model show");
   c->add_option("--cluster", f.base.cluster, "Cluster preset or YAML file")->capture_default_str();
+  c->add_option("--library", f.base.library,
+                "Collective library preset or YAML file instead of the cluster's (nccl, "
+                "nccl-2.3, mpi)");
+  c->add_option("--rails", f.base.rails,
+                "NICs per node the job uses, the first ones (as NCCL_IB_HCA; default: all)")
+      ->check(CLI::Range(1, kMaxGpusPerNode));
   c->add_option("--framework", f.base.framework,
                 "horovod, keras, pytorch-ddp, tf-ps, tf-replicated, mxnet-kvstore")
       ->capture_default_str();
   if (single_strategy) {
-    c->add_option("--strategy", f.base.strategy, "ring, tree, hd, hierarchical or ps");
+    c->add_option("--strategy", f.base.strategy,
+                  "auto (the library's choice), ring, tree, nvls, hd, hierarchical or ps");
   }
   add_framework_flags(c, f.fw);
   c->add_option("--precision", f.precision, "fp32, fp16 or amp")->capture_default_str();

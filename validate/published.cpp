@@ -1,6 +1,7 @@
 #include "validate/published.hpp"
 
 #include <fmt/format.h>
+#include <charconv>
 
 #include <algorithm>
 #include <cmath>
@@ -202,6 +203,33 @@ CaseFile read_cases(const std::string& path) {
       return v;
     };
     if (p.has("ps_servers")) o.framework_options.ps_servers = count("ps_servers");
+    if (p.has("ps_device")) {
+      const auto d = p.get<std::string>("ps_device");
+      if (d != "cpu" && d != "gpu")
+        p.child("ps_device").fail(fmt::format("'{}' is not cpu or gpu", d));
+      o.framework_options.ps_on_gpu = d == "gpu";
+    }
+    if (p.has("ps_placement")) {
+      const auto d = p.get<std::string>("ps_placement");
+      if (d != "colocated" && d != "dedicated") {
+        p.child("ps_placement").fail(fmt::format("'{}' is not colocated or dedicated", d));
+      }
+      o.framework_options.ps_colocated = d == "colocated";
+    }
+    if (p.has("ps_servers_at")) {
+      // {GPUs: servers}: the rows whose runs used another server count than the rest.
+      const auto at = p.child("ps_servers_at");
+      for (const auto& key : at.keys()) {
+        int gpus = 0;
+        const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), gpus);
+        if (ec != std::errc() || end != key.data() + key.size() || gpus < 1) {
+          at.child(key).fail(fmt::format("'{}' is not a GPU count", key));
+        }
+        const int v = at.get<int>(key);
+        if (v < 1) at.child(key).fail(fmt::format("must be at least 1, got {}", v));
+        k.ps_servers_at[gpus] = v;
+      }
+    }
     // GPUs used per node, where the cluster's nodes have more than the runs used (e.g. one rank
     // per node of a calibrated profile).
     if (p.has("gpus_per_node")) o.gpus_per_node = count("gpus_per_node");
@@ -231,6 +259,9 @@ struct Predictor {
               fmt::format("batch '{}' is not a positive integer or 'max'", batch));
     }
     if (anchor > 0) o.anchor_throughput = anchor;
+    if (const auto it = c.ps_servers_at.find(gpus); it != c.ps_servers_at.end()) {
+      o.framework_options.ps_servers = it->second;
+    }
     try {
       const auto p = simulator::predict(o);
       return c.quantity == "scaling_efficiency" ? p.scaling_efficiency * 100 : p.throughput;

@@ -39,6 +39,8 @@ struct Case {
   simulator::PredictOptions predict;                // model, gpus and batch come from the row
   std::optional<std::string> model;                 // else the row's model (a zoo name)
   std::optional<std::string> batch;                 // else the row's batch_per_gpu
+  // Parameter servers by the row's GPU count, where a table changed them (else predict's).
+  std::map<int, int> ps_servers_at;
 };
 struct CaseFile {
   std::string name, description, source, path;
