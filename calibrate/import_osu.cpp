@@ -433,7 +433,7 @@ struct OsuReader {
         continue;
       }
       const auto tokens = split_tokens(l);
-      if (run && all_digits(tokens.front())) {
+      if (run && !tokens.empty() && all_digits(tokens.front())) {
         row(line, tokens, i + 1 == log.lines.size());
         continue;
       }

@@ -139,7 +139,7 @@ using PerProtocol = std::array<Seconds, kProtocols>;
 using PerNodeCount = std::array<Bandwidth, 3>;
 
 // NCCL's tuning model of one release (src/graph/tuning.cc, src/graph/search.cc; docs/networks.md,
-// "NCCL's choices"), as data: networks/nccl_tuner.cpp applies it.
+// "NCCL's choices"), as data: networks/nccl.cpp applies it.
 struct TunerSpec {
   std::string version;                  // e.g. 2.21.5
   std::vector<std::string> algorithms;  // offered without plugins: ring, tree, nvls

@@ -53,10 +53,7 @@ class HalvingDoubling : public CollectiveAlgorithm {
       return c;
     }
     // Each step: its slowest route, with the sharing factor L of the step's own transfers.
-    c.time = closed_form_time(comm, schedule(req, comm));
-    CollectiveRequest tiny = req;
-    tiny.size = Bytes(1);
-    c.latency = closed_form_time(comm, schedule(tiny, comm));
+    schedule_cost(*this, req, comm, c);
     c.why = "recursive halving and doubling (MPICH), point to point";
     const char* formula = "";
     switch (req.op) {

@@ -103,11 +103,7 @@ class ParameterServer : public CollectiveAlgorithm {
     CollectiveCost c;
     c.algorithm = "ps";
     c.channels = req.ps.servers;
-    c.time = closed_form_time(comm, schedule(req, comm));
-    CollectiveRequest tiny = req;
-    tiny.size = Bytes(1);
-    tiny.ps.tensors = {1.0};
-    c.latency = closed_form_time(comm, schedule(tiny, comm));
+    schedule_cost(*this, req, comm, c);
     c.formula =
         req.ps.aggregation != PsAggregation::kNone
             ? "2(a + g S B_n) + (g+2) S / M_h + 2(a + max(S, N S_s) B) + sum_d (N+2) S_s / M_d"

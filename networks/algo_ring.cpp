@@ -334,10 +334,7 @@ class MpiRing : public CollectiveAlgorithm {
       c.formula = "0 (one rank)";
       return c;
     }
-    c.time = closed_form_time(comm, schedule(req, comm));
-    CollectiveRequest tiny = req;
-    tiny.size = Bytes(1);
-    c.latency = closed_form_time(comm, schedule(tiny, comm));
+    schedule_cost(*this, req, comm, c);
     switch (req.op) {
       case CollectiveOp::kAllReduce:
         c.formula = "(n-1)(a + max(L S/n B, 3S/n G)) + (n-1)(a + L S/n B)";

@@ -54,6 +54,11 @@ Schedule shifts_schedule(const CollectiveRequest& req, const Communicator& comm)
 Bandwidth gpu_memory_bandwidth(const Communicator& comm);
 using networks::reduce_traffic;
 
+// A point-to-point schedule's cost: `c.time` the closed form of `algo`'s schedule for `req`,
+// `c.latency` the same collective's at one byte (its size-independent part).
+void schedule_cost(const CollectiveAlgorithm& algo, const CollectiveRequest& req,
+                   const Communicator& comm, CollectiveCost& c);
+
 // Pipeline segments: `bytes` cut into `segment`-sized pieces (at least one).
 std::int64_t chunks(double bytes, Bytes segment);
 

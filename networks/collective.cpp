@@ -123,6 +123,15 @@ Bandwidth gpu_memory_bandwidth(const Communicator& comm) {
   return comm.topo->node(comm.rank_slot.front()).gpu.memory_bandwidth;
 }
 
+void schedule_cost(const CollectiveAlgorithm& algo, const CollectiveRequest& req,
+                   const Communicator& comm, CollectiveCost& c) {
+  c.time = closed_form_time(comm, algo.schedule(req, comm));
+  CollectiveRequest tiny = req;
+  tiny.size = Bytes(1);
+  tiny.ps.tensors = {1.0};
+  c.latency = closed_form_time(comm, algo.schedule(tiny, comm));
+}
+
 std::int64_t chunks(double bytes, Bytes segment) {
   if (!(segment.value() > 0)) return 1;
   return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(bytes / segment.value())));

@@ -525,14 +525,9 @@ NcclChoice nccl_tune(const hardware::LibrarySpec& library, const NcclTopology& t
       c.protocol = proto.name;
       c.channels = g.channels;
       const int p = protocol_index(proto.name);
-      // Where NCCL offers the pair (tuning.cc's enable matrix).
-      if (a == "tree" && !allreduce) c.why_not = "trees run allreduce only";
-      if (a == "nvls" && !allreduce) c.why_not = "NVLS runs allreduce only here";
-      if (a == "nvls" && !topo.nvls) {
-        c.why_not = "NVLS needs Hopper GPUs on one NVSwitch node of more than 2 GPUs";
-      }
+      // Where NCCL offers the pair (tuning.cc's enable matrix); the algorithm's own reasons
+      // come last and name the entry.
       if (a == "nvls" && proto.name != "Simple") c.why_not = "NVLS is Simple only";
-      if (a == "tree" && n < 2) c.why_not = "one rank";
       if (proto.name == "LL128") {
         const bool intra_ok = g.type_intra <= PathType::kNvb || topo.ppn == 1;
         const std::string& net_path =
@@ -551,6 +546,12 @@ NcclChoice nccl_tune(const hardware::LibrarySpec& library, const NcclTopology& t
                                   to_string(g.type_inter));
         }
       }
+      if (a == "tree" && n < 2) c.why_not = "one rank";
+      if (a == "nvls" && !topo.nvls) {
+        c.why_not = "NVLS needs Hopper GPUs on one NVSwitch node of more than 2 GPUs";
+      }
+      if (a == "tree" && !allreduce) c.why_not = "trees run allreduce only";
+      if (a == "nvls" && !allreduce) c.why_not = "NVLS runs allreduce only here";
       if (g.channels < 1) c.why_not = c.why_not.empty() ? "no channels" : c.why_not;
       c.enabled = c.why_not.empty();
       if (!c.enabled) {

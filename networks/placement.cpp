@@ -84,7 +84,6 @@ Placement place(const hardware::ClusterSpec& cluster, const PlacementRequest& re
   }
   Placement p;
   int left = req.gpus;
-  int available = 0;
   for (int node : candidates) {
     if (left == 0) break;
     const int has = node_spec(cluster, node).gpus;
@@ -98,7 +97,6 @@ Placement place(const hardware::ClusterSpec& cluster, const PlacementRequest& re
     p.nodes.push_back(node);
     for (int g = 0; g < take; ++g) p.ranks.push_back({slot, g});
     left -= take;
-    available += take;
   }
   if (left > 0) {
     int could = 0;

@@ -268,7 +268,7 @@ class DesStep {
   // Each node (or each GPU) pushes its gradient to the servers holding the variable, after
   // summing its GPUs' gradients where the framework does; a server sums once every push has
   // arrived (sharing its memory with whatever else sums there) and then answers every pull; the
-  // pulled parameters are copied to the node's GPUs (docs/simulator.md, "Parameter servers").
+  // pulled parameters are copied to the node's GPUs (docs/simulator.md, "The DES engine").
   struct Pusher {
     int vertex = 0;       // where the push leaves from
     int pull_vertex = 0;  // where the pull lands

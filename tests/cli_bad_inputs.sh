@@ -132,6 +132,18 @@ expect_failure "--ps-placement: unknown placement 'remote'" collective --gpus 8 
 expect_failure "--gpus-per-node: Value 0 not in range" collective --gpus 8 --gpus-per-node 0
 expect_failure "--batch: must be at most 16777216, got 99999999999999" model show resnet50 --batch 99999999999999
 expect_failure "--kind: gpus not in {gpu,node,network,library,cluster}" hardware list --kind gpus
+# The collective library and its rails (docs/networks.md, "NCCL's choices").
+expect_failure "--rails: 9 rails, but node 'dgx-a100' has 8 NICs" predict --model resnet50 --gpus 16 --cluster dgx-a100 --rails 9
+expect_failure "--rails: 5 rails, but node 'dgx1-v100' has 4 NICs" collective --gpus 16 --cluster dgx1-v100 --rails 5
+expect_failure "--rails: Value 0 not in range" collective --gpus 16 --cluster dgx-a100 --rails 0
+expect_failure "unknown library preset 'nccl-2.12'; did you mean 'nccl' or 'nccl-2.3'?" predict --model resnet50 --gpus 8 --library nccl-2.12
+expect_failure "unknown library preset 'nccl-2.99'" collective --gpus 8 --library nccl-2.99
+expect_failure "--algo: 'tree' does not implement allreduce with mpi; algorithms that do: auto, hd, hierarchical, ps, ring" collective --gpus 8 --library mpi --algo tree
+expect_failure "--algo: NCCL's 'nvls' cannot run allreduce here: NVLS needs Hopper GPUs" collective --gpus 16 --cluster dgx-a100 --algo nvls --bytes 1MiB
+expect_failure "--gpus-per-thread: 8 GPUs do not split into threads of 3" collective --gpus 8 --gpus-per-thread 3
+expect_failure "--gpus-per-thread: Value 0 not in range" collective --gpus 8 --gpus-per-thread 0
+expect_failure "--mode: unknown tf-replicated mode 'nccl2' (nccl, copy)" predict --model resnet50 --gpus 4 --framework tf-replicated --mode nccl2
+expect_failure "--ps-servers: does not apply to framework 'tf-replicated copy'" predict --model resnet50 --gpus 4 --framework tf-replicated --mode copy --ps-servers 2
 
 echo "$((checked - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -126,6 +126,10 @@ expect_failure "'cases[0].predict.ps_servers': must be at least 1, got 0" --data
   --cases "$fx/zero_servers.yaml"
 expect_failure "'cases[0].predict.fusion_threshold': '64' has no unit" --data "$tp" \
   --cases "$fx/bad_quantity_unit.yaml"
+expect_failure "'cases[0].predict.ps_servers_at.sixty-four': 'sixty-four' is not a GPU count" \
+  --data "$tp" --cases "$fx/bad_servers_at.yaml"
+expect_failure "'cases[0].predict.ps_device': 'tpu' is not cpu or gpu" --data "$tp" \
+  --cases "$fx/bad_ps_device.yaml"
 expect_failure "--max-median-error: must be a finite number in [0, 1e+06], got '-1'" --data "$tp" --cases "$tf" --max-median-error -1
 expect_failure "--max-p90-error: must be a finite number in [0, 1e+06], got 'nan'" --data "$tp" --cases "$tf" --max-p90-error nan
 
