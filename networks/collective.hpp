@@ -42,6 +42,11 @@ struct PsOptions {
   int server_offset = 0;           // round_robin: tensor i goes to server (offset + i) mod S
   PsAggregation aggregation = PsAggregation::kNone;
   int variable = 0;  // the exchanged variable's creation index (which GPU aggregates it)
+  // One connection per worker and server that carries one message at a time, in the order sent
+  // (ps-lite's ZeroMQ sockets, BytePS): a later push to the same server waits for the earlier
+  // one, so early partitions come back while later ones are still going out. Otherwise every
+  // message in flight shares the link at once (gRPC's multiplexed streams).
+  bool ordered = false;
 };
 
 // Bytes each of the `ps.servers` servers holds of an exchange of `bytes` (or of `ps.tensors`),

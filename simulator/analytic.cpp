@@ -112,7 +112,9 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
   double t = compute.forward.value();
   for (std::size_t i = compute.layers.size(); i-- > 0;) {
     t += compute.layers[i].backward.value();
-    for (int g : compute.layers[i].gradients) ready.emplace_back(at(t), g);
+    for (int g : compute.layers[i].gradients) {
+      ready.emplace_back(setup.overlap ? at(t) : backward_end, g);
+    }
   }
 
   Time comm_end = backward_end;

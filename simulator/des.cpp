@@ -146,7 +146,9 @@ class DesStep {
     if (n() > 1 && !checkpoints_.empty()) {
       if (started_backward_ == 0) ready_at_.assign(checkpoints_.size(), 0);
       for (std::size_t k = 0; k < checkpoints_.size(); ++k) {
-        ready_at_[k] = std::max(ready_at_[k], g.backward_start + scaled(checkpoints_[k].offset, g));
+        const Time produced = s_.overlap ? g.backward_start + scaled(checkpoints_[k].offset, g)
+                                         : g.backward_start + scaled(backward_, g);
+        ready_at_[k] = std::max(ready_at_[k], produced);
       }
       if (++started_backward_ == n()) {
         started_backward_ = 0;
@@ -291,6 +293,7 @@ class DesStep {
     Exchange* x = exchanges_.back().get();
     x->group = std::move(g);
     x->start = kernel_.now();
+    ++live_exchanges_;
     const auto req = planner_.request(x->group);
     x->servers = networks::ps_servers(req, s_.comm);
     x->arrived.assign(x->servers.size(), 0);
@@ -322,6 +325,40 @@ class DesStep {
     }
     const auto& h = hop(src, dst);
     net_->start_on(*h.route, bytes, to_time(h.alpha), kInfinity, std::move(done));
+  }
+  // A message on the connection from `src` to `dst` that carries one message at a time, in the
+  // order sent (PsOptions::ordered).
+  void send_ordered(int src, int dst, double bytes, std::function<void()> done) {
+    auto& c = connections_[{src, dst}];
+    if (c.busy) {
+      c.waiting.emplace_back(bytes, std::move(done));
+      return;
+    }
+    c.busy = true;
+    send(src, dst, bytes, [this, src, dst, done = std::move(done)] {
+      done();
+      next_on_connection(src, dst);
+    });
+  }
+  void next_on_connection(int src, int dst) {
+    auto& c = connections_[{src, dst}];
+    if (c.waiting.empty()) {
+      c.busy = false;
+      return;
+    }
+    auto [bytes, done] = std::move(c.waiting.front());
+    c.waiting.pop_front();
+    send(src, dst, bytes, [this, src, dst, done = std::move(done)] {
+      done();
+      next_on_connection(src, dst);
+    });
+  }
+  void send_ps(const Exchange* x, int src, int dst, double bytes, std::function<void()> done) {
+    if (x->group.ps.ordered) {
+      send_ordered(src, dst, bytes, std::move(done));
+    } else {
+      send(src, dst, bytes, std::move(done));
+    }
   }
   // Memory traffic of a sum in `vertex`'s memory.
   void sum(int vertex, double bytes, std::function<void()> done) {
@@ -357,7 +394,7 @@ class DesStep {
     for (std::size_t s = 0; s < x->servers.size(); ++s) {
       const auto& sv = x->servers[s];
       if (sv.bytes <= 0) continue;
-      send(x->pushers[p].vertex, sv.vertex, sv.bytes, [this, x, s, W] {
+      send_ps(x, x->pushers[p].vertex, sv.vertex, sv.bytes, [this, x, s, W] {
         if (++x->arrived[s] < W) return;
         const auto& server = x->servers[s];
         sum(server.vertex, networks::reduce_traffic(server.bytes, W), [this, x, s] { pull(x, s); });
@@ -374,7 +411,7 @@ class DesStep {
     std::size_t holding = 0;
     for (const auto& other : x->servers) holding += other.bytes > 0 ? 1 : 0;
     for (std::size_t p = 0; p < x->pushers.size(); ++p) {
-      send(sv.vertex, x->pushers[p].pull_vertex, sv.bytes, [this, x, p, holding] {
+      send_ps(x, sv.vertex, x->pushers[p].pull_vertex, sv.bytes, [this, x, p, holding] {
         if (static_cast<std::size_t>(++x->pushers[p].pulled) == holding) scatter(x, p);
       });
     }
@@ -402,7 +439,9 @@ class DesStep {
     span.parameter_server = true;
     obs_.emit(span);
     reduced_ += x->group.tensors.size();
-    if (reduced_ == tensors_) {
+    // A tensor cut into partitions is counted by its first; the step's exchange ends when every
+    // tensor is counted and no partition is still in flight (all of a tensor's start together).
+    if (--live_exchanges_ == 0 && reduced_ == tensors_) {
       exchanges_.clear();
       all_reduced();
     }
@@ -476,6 +515,12 @@ class DesStep {
   std::vector<Checkpoint> checkpoints_;
   std::vector<Gpu> gpus_;
   std::size_t tensors_ = 0;
+  std::size_t live_exchanges_ = 0;  // parameter-server exchanges in flight
+  struct Connection {
+    bool busy = false;
+    std::deque<std::pair<double, std::function<void()>>> waiting;
+  };
+  std::map<std::pair<int, int>, Connection> connections_;
 
   int iteration_ = 0;
   Time iteration_start_ = 0;

@@ -35,6 +35,9 @@ struct StepSetup {
   JobInfo job;
   int iterations = 1;
   std::uint64_t seed = 1;
+  // Wait-free backpropagation: a gradient may be exchanged as soon as it is produced. Without
+  // it (bulk-synchronous, "BSP"), every exchange waits for the end of the backward pass.
+  bool overlap = true;
 };
 
 // Groups with the same size and parameter-server layout cost the same.

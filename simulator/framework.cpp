@@ -13,6 +13,7 @@ const FrameworkRegistry& framework_policies() {
     register_pytorch_ddp(r);
     register_tensorflow(r);
     register_mxnet(r);
+    register_byteps(r);
     return r;
   }();
   return registry;

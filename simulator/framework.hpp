@@ -20,7 +20,9 @@ namespace dlsim::simulator {
 
 // Gradients exchanged by one collective.
 struct CommGroup {
-  std::vector<int> tensors;  // indices into the backward-order gradient list
+  // Indices into the backward-order gradient list. A tensor cut into several groups (BytePS's
+  // partitions) is named by its first group only; all of them start together.
+  std::vector<int> tensors;
   double bytes = 0;
   networks::PsOptions ps;  // where a parameter-server exchange puts them
   Seconds negotiate;       // coordination before the group starts (Horovod)
@@ -40,6 +42,7 @@ struct FrameworkOptions {
   std::optional<int> ps_servers;          // tf-ps, mxnet-kvstore dist_sync
   std::optional<bool> ps_on_gpu;
   std::optional<bool> ps_colocated;
+  std::optional<Bytes> partition_bytes;  // byteps
 };
 
 // What a policy knows of the job when it plans a step.
@@ -96,6 +99,7 @@ void register_horovod(FrameworkRegistry& r);
 void register_pytorch_ddp(FrameworkRegistry& r);
 void register_tensorflow(FrameworkRegistry& r);
 void register_mxnet(FrameworkRegistry& r);
+void register_byteps(FrameworkRegistry& r);
 
 // Shared by policies: one group per tensor, started as soon as that tensor is ready
 // (frameworks that exchange each variable on its own).

@@ -32,6 +32,9 @@ void add_framework_flags(CLI::App* c, FrameworkFlags& f) {
   c->add_option("--ps-servers", f.ps_servers, "Parameter servers")->check(CLI::Range(1, kMaxRanks));
   c->add_option("--ps-placement", f.ps_placement, "colocated (on worker nodes) or dedicated");
   c->add_option("--ps-device", f.ps_device, "Servers sum on the cpu or a gpu");
+  c->add_option("--partition", f.partition,
+                "byteps: largest partition of a tensor sent to one server (e.g. 4096000B)")
+      ->type_name("SIZE");
 }
 
 FrameworkOptions parse_framework_flags(const FrameworkFlags& f) {
@@ -49,6 +52,9 @@ FrameworkOptions parse_framework_flags(const FrameworkFlags& f) {
     fw.first_bucket = positive<Bytes>(f.first_bucket, "--first-bucket", parse_bytes);
   }
   if (!f.mode.empty()) fw.mode = f.mode;
+  if (!f.partition.empty()) {
+    fw.partition_bytes = positive<Bytes>(f.partition, "--partition", parse_bytes);
+  }
   fw.ps_servers = f.ps_servers;
   if (!f.ps_placement.empty()) {
     if (f.ps_placement != "colocated" && f.ps_placement != "dedicated") {

@@ -13,7 +13,8 @@ namespace dlsim::simulator {
 
 // As given (empty or nullopt: not given). Sizes and times stay text until parsed with their unit.
 struct FrameworkFlags {
-  std::string fusion_threshold, cycle_time, bucket_cap, first_bucket, mode, ps_placement, ps_device;
+  std::string fusion_threshold, cycle_time, bucket_cap, first_bucket, mode, ps_placement, ps_device,
+      partition;
   std::optional<int> ps_servers;
 };
 

@@ -70,6 +70,7 @@ class Horovod : public FrameworkPolicy {
     refuse(o.bucket_cap.has_value(), "--bucket-cap", name_);
     refuse(o.first_bucket.has_value(), "--first-bucket", name_);
     refuse(o.mode.has_value(), "--mode", name_);
+    refuse(o.partition_bytes.has_value(), "--partition", name_);
     ResolvedPolicy p;
     p.strategy = strategy.value_or("auto");
     p.ps = ps_options(o, 1);

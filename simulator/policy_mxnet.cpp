@@ -22,6 +22,7 @@ class MxnetKvstore : public FrameworkPolicy {
     refuse(o.cycle_time.has_value(), "--cycle-time", name);
     refuse(o.bucket_cap.has_value(), "--bucket-cap", name);
     refuse(o.first_bucket.has_value(), "--first-bucket", name);
+    refuse(o.partition_bytes.has_value(), "--partition", name);
     ResolvedPolicy p;
     p.params.mode = o.mode.value_or(job.nodes > 1 ? "dist_sync" : "device");
     const auto& mode = *p.params.mode;

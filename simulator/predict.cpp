@@ -211,6 +211,7 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
   setup.gpu = &node0.gpu;
   setup.iterations = o.iterations;
   setup.seed = o.seed;
+  setup.overlap = o.overlap;
   const auto policy = policy_entry.make();
   setup.policy = policy.get();
 
@@ -404,9 +405,10 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
     p.why.push_back(fmt::format("gradients: {} in {} tensors, {} collectives per step; {}",
                                 format_bytes(Bytes(p.gradient_bytes)), job.gradient_bytes.size(),
                                 p.groups, p.policy_description));
-    p.why.push_back(
-        fmt::format("communication: {} per step, {} of it exposed after the last backward",
-                    ms(p.communication_s), ms(p.exposed_communication_s)));
+    p.why.push_back(fmt::format(
+        "communication: {} per step, {} of it exposed after the last backward{}",
+        ms(p.communication_s), ms(p.exposed_communication_s),
+        o.overlap ? "" : " (no overlap: every exchange waits for the whole backward pass)"));
     if (!p.bottleneck.empty()) {
       p.why.push_back(fmt::format("largest collective: {} {}{} in {}; its longest phase is {}",
                                   format_bytes(Bytes(p.largest_collective_bytes)),
@@ -440,6 +442,7 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
       {"optimizer", to_string(o.optimizer)},
       {"iterations", o.iterations},
       {"seed", o.seed},
+      {"overlap", o.overlap},
       {"engine", to_string(o.engine)},
       {"anchor_throughput_samples_per_s",
        o.anchor_throughput ? nlohmann::json(*o.anchor_throughput) : nlohmann::json()}};

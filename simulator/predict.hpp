@@ -46,6 +46,7 @@ struct PredictOptions {
   Optimizer optimizer = Optimizer::kMomentum;
   int iterations = 5;
   std::uint64_t seed = 1;
+  bool overlap = true;  // false: communication starts after the whole backward pass
   Engine engine = Engine::kDes;
   std::optional<double> anchor_throughput;  // samples/s on one GPU at this batch
 };

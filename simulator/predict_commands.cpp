@@ -93,7 +93,7 @@ void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strat
                 "NICs per node the job uses, the first ones (as NCCL_IB_HCA; default: all)")
       ->check(CLI::Range(1, kMaxGpusPerNode));
   c->add_option("--framework", f.base.framework,
-                "horovod, keras, pytorch-ddp, tf-ps, tf-replicated, mxnet-kvstore")
+                "horovod, keras, pytorch-ddp, tf-ps, tf-replicated, mxnet-kvstore, byteps")
       ->capture_default_str();
   if (single_strategy) {
     c->add_option("--strategy", f.base.strategy,
@@ -108,6 +108,9 @@ void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strat
   c->add_option("--seed", f.base.seed, "Seed of the straggler draws")
       ->capture_default_str()
       ->check(kSeed);
+  c->add_flag("--no-overlap{false}", f.base.overlap,
+              "Communication starts only after the whole backward pass (bulk-synchronous), "
+              "not as each gradient is ready");
   c->add_option("--engine", f.engine, "des or analytic")->capture_default_str();
   c->add_option("--anchor-throughput", f.anchor,
                 "Measured single-GPU samples/s at this batch: compute is scaled to match");

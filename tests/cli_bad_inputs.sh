@@ -110,6 +110,15 @@ expect_failure "--ps-servers: Value 0 not in range" "${p[@]}" --framework tf-ps 
 expect_failure "--ps-servers: Value -1 not in range" "${p[@]}" --framework tf-ps --ps-servers -1
 expect_failure "--ps-servers: Value 2.5 not in range" "${p[@]}" --framework tf-ps --ps-servers 2.5
 expect_failure "--ps-placement: unknown placement 'remote'" "${p[@]}" --framework tf-ps --ps-placement remote
+expect_failure "--partition: must be positive, got '0B'" "${p[@]}" --framework byteps --partition 0B
+expect_failure "--partition: '-4MB' is negative" "${p[@]}" --framework byteps --partition -4MB
+expect_failure "--partition: 'abc' is not a size" "${p[@]}" --framework byteps --partition abc
+expect_failure "--partition: does not apply to framework 'horovod'" "${p[@]}" --framework horovod --partition 4MB
+expect_failure "--strategy: byteps exchanges through parameter servers only, not 'ring'" "${p[@]}" --framework byteps --strategy ring
+expect_failure "--ps-servers: 20 dedicated servers need 20 free nodes" predict --model resnet50 --gpus 16 --framework byteps --ps-servers 20
+expect_failure "--ps-servers: does not apply to framework 'byteps on one node" predict --model resnet50 --gpus 4 --framework byteps --ps-servers 2
+expect_failure "--ps-servers: Value 0 not in range" "${p[@]}" --framework byteps --ps-servers 0
+expect_failure "Could not convert: --no-overlap = maybe" "${p[@]}" --no-overlap=maybe
 expect_failure "--ps-device: unknown device 'tpu'" "${p[@]}" --framework tf-ps --ps-device tpu
 expect_failure "--mode: unknown tf-ps mode 'bogus'" "${p[@]}" --framework tf-ps --mode bogus
 expect_failure "--optimizer: unknown optimizer 'lamb'" "${p[@]}" --optimizer lamb

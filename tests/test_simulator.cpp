@@ -129,7 +129,7 @@ TEST_CASE("kernel_time_is_the_roofline_with_efficiency_curves_plus_launch") {
 TEST_CASE("every_framework_policy_is_registered") {
   const auto names = sim::framework_policies().names();
   for (const char* n :
-       {"horovod", "keras", "mxnet-kvstore", "pytorch-ddp", "tf-ps", "tf-replicated"}) {
+       {"byteps", "horovod", "keras", "mxnet-kvstore", "pytorch-ddp", "tf-ps", "tf-replicated"}) {
     CHECK(std::find(names.begin(), names.end(), n) != names.end());
   }
 }
@@ -216,6 +216,47 @@ TEST_CASE("more_parameter_servers_help_until_the_nics_balance") {
   CHECK(step[4] <= step[2] * 1.001);
   CHECK(step[8] <= step[4] * 1.001);
   CHECK(step[16] == doctest::Approx(step[8]).epsilon(0.01));
+}
+
+TEST_CASE("byteps_bulk_synchronous_exchange_is_the_busiest_nic_plus_one_partition_each_way") {
+  // n = 4 worker nodes of one GPU (no sum inside the node), k dedicated server hosts, every
+  // NIC at B: each worker pushes its M gradient bytes and pulls them back, each server takes
+  // n M / k. With ordered connections the pulls of early partitions overlap later pushes, so
+  // after the backward pass the exchange takes the busier side, max(M / B, n M / (k B)), plus
+  // the last partition P going out and coming back on one connection at
+  // min(B / k, B / n) (docs/networks.md, "BytePS").
+  const auto c = dlsim::hardware::load_cluster("default");
+  const double B = c.network.port.bandwidth.value() * c.network.transport.efficiency;
+  const double P = 4'096'000;
+  const int n = 4;
+  for (int k : {1, 2, 4}) {
+    auto o = options("resnet50", n);
+    o.gpus_per_node = 1;
+    o.framework = "byteps";
+    o.overlap = false;
+    o.framework_options.ps_servers = k;
+    const auto p = sim::predict(o);
+    const double M = p.gradient_bytes;
+    const double closed = std::max(M / B, n * M / (k * B)) + 2 * P / std::min(B / k, B / n);
+    CAPTURE(k);
+    CHECK(p.communication_s == doctest::Approx(closed).epsilon(0.03));
+    // Without overlap nothing of the exchange hides behind the backward pass.
+    CHECK(p.exposed_communication_s == doctest::Approx(p.communication_s).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("without_overlap_every_exchange_waits_for_the_whole_backward_pass") {
+  for (const char* engine : {"des", "analytic"}) {
+    auto o = options("resnet50", 16);
+    o.engine = *sim::parse_engine(engine);
+    const auto wfbp = sim::predict(o);
+    o.overlap = false;
+    const auto bsp = sim::predict(o);
+    CAPTURE(engine);
+    CHECK(bsp.step_time_s > wfbp.step_time_s);
+    CHECK(bsp.exposed_communication_s == doctest::Approx(bsp.communication_s).epsilon(0.01));
+    CHECK(bsp.inputs["overlap"] == false);
+  }
 }
 
 TEST_CASE("the_same_seed_gives_byte_identical_json_and_another_seed_other_stragglers") {

@@ -197,6 +197,13 @@ CaseFile read_cases(const std::string& path) {
       }
     }
     if (p.has("mode")) o.framework_options.mode = p.get<std::string>("mode");
+    if (p.has("overlap")) o.overlap = p.get<bool>("overlap");
+    if (p.has("partition")) {
+      o.framework_options.partition_bytes = quantity("partition", parse_bytes);
+      if (!(o.framework_options.partition_bytes->value() > 0)) {
+        p.child("partition").fail("must be positive");
+      }
+    }
     auto count = [&](const char* key) {
       const int v = p.get<int>(key);
       if (v < 1) p.child(key).fail(fmt::format("must be at least 1, got {}", v));

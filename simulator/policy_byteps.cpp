@@ -1,0 +1,128 @@
+// BytePS (Jiang et al., "A Unified Architecture for Accelerating Distributed DNN Training in
+// Heterogeneous GPU/CPU Clusters", OSDI 2020; github.com/bytedance/byteps, docs/env.md): each
+// gradient is first summed over the node's GPUs, cut into partitions of at most
+// BYTEPS_PARTITION_BYTES (4,096,000 by default), and every partition is pushed to one server
+// and pulled back as soon as it is ready; servers sum on the host CPU. Servers run on their own
+// hosts by default (the paper's "CPU machines"), one per worker node unless told otherwise.
+// Defaults and sources: docs/simulator.md, "byteps".
+
+#include <fmt/format.h>
+
+#include "simulator/framework.hpp"
+
+namespace dlsim::simulator {
+namespace {
+
+// BytePS's default partition size (BYTEPS_PARTITION_BYTES, docs/env.md).
+constexpr double kDefaultPartition = 4'096'000;
+
+class Byteps : public FrameworkPolicy {
+ public:
+  ResolvedPolicy resolve(const FrameworkOptions& o, const std::optional<std::string>& strategy,
+                         const JobInfo& job) const override {
+    const std::string name = "byteps";
+    refuse(o.fusion_threshold.has_value(), "--fusion-threshold", name);
+    refuse(o.cycle_time.has_value(), "--cycle-time", name);
+    refuse(o.bucket_cap.has_value(), "--bucket-cap", name);
+    refuse(o.first_bucket.has_value(), "--first-bucket", name);
+    refuse(o.mode.has_value(), "--mode", name);
+    refuse(o.ps_on_gpu.has_value(), "--ps-device", name);
+    if (strategy && *strategy != "ps") {
+      fail_at({}, "--strategy",
+              fmt::format("byteps exchanges through parameter servers only, not '{}'", *strategy));
+    }
+    ResolvedPolicy p;
+    p.params = o;
+    const double partition = o.partition_bytes ? o.partition_bytes->value() : kDefaultPartition;
+    p.params.partition_bytes = Bytes(partition);
+    p.settings["partition"] = fmt::format("{:.0f} B", partition);
+    if (job.nodes == 1) {
+      // One worker machine is not distributed: BytePS sums each partition with NCCL inside the
+      // node and never contacts a server (BytePSGlobal::IsDistributed() is false).
+      refuse(o.ps_servers.has_value(), "--ps-servers", "byteps on one node (no servers used)");
+      refuse(o.ps_colocated.has_value(), "--ps-placement", "byteps on one node (no servers used)");
+      p.strategy = "auto";
+      p.description = fmt::format(
+          "byteps on one node: partitions of {:.0f} B summed with the library's allreduce "
+          "inside the node, no parameter server",
+          partition);
+      return p;
+    }
+    p.strategy = "ps";
+    p.ps = ps_options(o, job.nodes);
+    p.ps.colocated = o.ps_colocated.value_or(false);
+    // The node's GPUs sum a partition before one push (NCCL reduce to a root GPU, then a copy
+    // to host memory), and the pulled partition is copied back to every GPU.
+    p.ps.aggregation = networks::PsAggregation::kGpu;
+    // ps-lite: one ZeroMQ connection per worker and server, messages in order.
+    p.ps.ordered = true;
+    p.settings["ps_servers"] = std::to_string(p.ps.servers);
+    p.settings["ps_placement"] = p.ps.colocated ? "colocated" : "dedicated";
+    p.description = fmt::format(
+        "byteps: sum inside the node, partitions of {:.0f} B spread over {} {} server(s), each "
+        "pushed and pulled when ready",
+        partition, p.ps.servers, p.ps.colocated ? "colocated" : "dedicated");
+    return p;
+  }
+
+  std::unique_ptr<GradientLauncher> launcher(const ResolvedPolicy& p,
+                                             const JobInfo& job) const override {
+    return std::make_unique<Launcher>(p, job);
+  }
+
+  Bytes buffer_bytes(const ResolvedPolicy&, const JobInfo&) const override { return Bytes(0); }
+
+ private:
+  // Partitions are numbered in the order tensors are declared (BytePS assigns keys at
+  // declaration, in parameter order) and spread over the servers in turn: BytePS hashes the
+  // keys, which spreads them evenly in expectation.
+  class Launcher : public GradientLauncher {
+   public:
+    Launcher(const ResolvedPolicy& p, const JobInfo& job) {
+      const double part = p.params.partition_bytes->value();
+      const std::size_t n = job.gradient_bytes.size();
+      // First key of each tensor, in declaration (reverse backward) order.
+      std::vector<std::int64_t> first_key(n, 0);
+      std::int64_t key = 0;
+      for (std::size_t i = n; i-- > 0;) {
+        first_key[i] = key;
+        key += partitions(job.gradient_bytes[i], part);
+      }
+      groups_.resize(n);
+      for (std::size_t t = 0; t < n; ++t) {
+        const double bytes = job.gradient_bytes[t];
+        const std::int64_t count = partitions(bytes, part);
+        for (std::int64_t k = 0; k < count; ++k) {
+          CommGroup g;
+          g.tensors = k == 0 ? std::vector<int>{static_cast<int>(t)} : std::vector<int>{};
+          g.bytes = std::min(part, bytes - static_cast<double>(k) * part);
+          g.ps = p.ps;
+          g.ps.sharding = "round_robin";
+          g.ps.tensors = {g.bytes};
+          g.ps.variable = static_cast<int>(first_key[t] + k);
+          g.ps.server_offset = static_cast<int>((first_key[t] + k) % p.ps.servers);
+          groups_[t].push_back(std::move(g));
+        }
+      }
+    }
+    std::vector<CommGroup> ready(int t, Time) override {
+      return groups_[static_cast<std::size_t>(t)];
+    }
+
+   private:
+    static std::int64_t partitions(double bytes, double part) {
+      return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(bytes / part)));
+    }
+    std::vector<std::vector<CommGroup>> groups_;
+  };
+};
+
+}  // namespace
+
+void register_byteps(FrameworkRegistry& r) {
+  r.add("byteps",
+        "BytePS: node-local sum, partitions pushed to and pulled from CPU parameter servers",
+        [] { return std::make_unique<Byteps>(); });
+}
+
+}  // namespace dlsim::simulator
