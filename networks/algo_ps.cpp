@@ -73,6 +73,7 @@ class ParameterServer : public CollectiveAlgorithm {
       }
     }
     for (const auto& sv : svs) {
+      if (sv.bytes <= 0) continue;  // a server holding nothing of this exchange sends nothing
       for (std::size_t w = 0; w < pushers.size(); ++w) {
         push.transfers.push_back({pushers[w], sv.vertex, sv.bytes});
         pull.transfers.push_back({sv.vertex, pullers[w], sv.bytes});
