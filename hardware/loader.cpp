@@ -781,6 +781,13 @@ ClusterSpec load_cluster(const std::string& ref, const std::optional<std::string
   return c;
 }
 
+ClusterSpec load_cluster(const std::string& ref, const std::optional<std::string>& library,
+                         const std::optional<std::string>& network) {
+  auto c = load_cluster(ref, library);
+  if (network) c.network = load_network(*network);
+  return c;
+}
+
 AnySpec load_any(const std::string& ref, const std::string& kind) {
   std::string k = kind;
   if (!k.empty() &&

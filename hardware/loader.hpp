@@ -21,6 +21,9 @@ ClusterSpec load_cluster(const std::string& name_or_path);
 // `library` is given.
 ClusterSpec load_cluster(const std::string& name_or_path,
                          const std::optional<std::string>& library);
+// ... and on another network than its own (a preset name or a file), when `network` is given.
+ClusterSpec load_cluster(const std::string& name_or_path, const std::optional<std::string>& library,
+                         const std::optional<std::string>& network);
 
 using AnySpec = std::variant<GpuSpec, NodeSpec, NetworkSpec, LibrarySpec, ClusterSpec>;
 

@@ -198,7 +198,7 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
   if (o.strategy) networks::collective_algorithms().at(*o.strategy, {});
 
   const auto graph = model::load_model(o.model, o.model_params);
-  const auto cluster = hardware::load_cluster(o.cluster, o.library);
+  const auto cluster = hardware::load_cluster(o.cluster, o.library, o.network);
   networks::PlacementRequest pr;
   pr.gpus = o.gpus;
   pr.gpus_per_node = o.gpus_per_node;
@@ -435,6 +435,7 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
       {"batch", batch_text(o)},
       {"cluster", o.cluster},
       {"library", o.library ? nlohmann::json(*o.library) : nlohmann::json()},
+      {"network", o.network ? nlohmann::json(*o.network) : nlohmann::json()},
       {"rails", o.rails ? nlohmann::json(*o.rails) : nlohmann::json()},
       {"framework", o.framework},
       {"strategy", o.strategy ? nlohmann::json(*o.strategy) : nlohmann::json()},

@@ -38,6 +38,7 @@ struct PredictOptions {
   bool batch_max = false;             // the largest batch that fits in memory
   std::string cluster = "default";
   std::optional<std::string> library;  // a library preset or file instead of the cluster's
+  std::optional<std::string> network;  // a network preset or file instead of the cluster's
   std::optional<int> rails;            // NICs per node the job uses (default: all)
   std::string framework = "horovod";
   std::optional<std::string> strategy;

@@ -9,6 +9,7 @@
 #include "common/cli.hpp"
 #include "common/error.hpp"
 #include "common/output.hpp"
+#include "simulator/compare.hpp"
 #include "simulator/framework_flags.hpp"
 #include "simulator/plot.hpp"
 #include "simulator/predict.hpp"
@@ -89,6 +90,8 @@ void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strat
   c->add_option("--library", f.base.library,
                 "Collective library preset or YAML file instead of the cluster's (nccl, "
                 "nccl-2.3, mpi)");
+  c->add_option("--network", f.base.network,
+                "Network preset or YAML file instead of the cluster's (e.g. 1gbe, 10gbe, ib-edr)");
   c->add_option("--rails", f.base.rails,
                 "NICs per node the job uses, the first ones (as NCCL_IB_HCA; default: all)")
       ->check(CLI::Range(1, kMaxGpusPerNode));
@@ -108,9 +111,10 @@ void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strat
   c->add_option("--seed", f.base.seed, "Seed of the straggler draws")
       ->capture_default_str()
       ->check(kSeed);
-  c->add_flag("--no-overlap{false}", f.base.overlap,
-              "Communication starts only after the whole backward pass (bulk-synchronous), "
-              "not as each gradient is ready");
+  c->add_flag_callback(
+      "--no-overlap", [&f] { f.base.overlap = false; },
+      "Communication starts only after the whole backward pass (bulk-synchronous), not as each "
+      "gradient is ready");
   c->add_option("--engine", f.engine, "des or analytic")->capture_default_str();
   c->add_option("--anchor-throughput", f.anchor,
                 "Measured single-GPU samples/s at this batch: compute is scaled to match");
@@ -122,7 +126,10 @@ void run_predict(const CommonFlags& f, const std::string& trace_path) {
   check_format(f.format);
   const auto o = resolve(f);
   simulator::TraceWriter trace;
-  const Prediction p = simulator::predict(o, trace_path.empty() ? nullptr : &trace);
+  Prediction p = simulator::predict(o, trace_path.empty() ? nullptr : &trace);
+  if (p.nodes > 1) {
+    if (auto better = simulator::faster_scheme(o)) p.why.push_back(*better);
+  }
   std::string out;
   if (f.format == "json") {
     out = json_text(simulator::to_json(p), 2) + "\n";
@@ -214,86 +221,24 @@ void run_scale(const CommonFlags& f, const std::string& gpus, const std::string&
   write_output(f.output, out);
 }
 
-void run_compare(const CommonFlags& f, const std::string& strategies) {
+void run_compare(const CommonFlags& f, const std::string& strategies, bool crossover) {
   check_format(f.format);
-  std::vector<std::string> names;
+  simulator::CompareOptions o;
+  o.base = resolve(f);
+  o.crossover = crossover;
   std::stringstream ss(strategies);
   std::string item;
-  while (std::getline(ss, item, ',')) names.push_back(item);
-  if (names.empty()) fail_at({}, "--strategy", "expected a list such as ring,ps,hierarchical");
-  std::vector<Prediction> rows;
-  for (const auto& s : names) {
-    auto o = resolve(f);
-    o.strategy = s;
-    rows.push_back(simulator::predict(o));
-  }
-  const auto best =
-      static_cast<std::size_t>(std::max_element(rows.begin(), rows.end(),
-                                                [](const Prediction& a, const Prediction& b) {
-                                                  return a.throughput < b.throughput;
-                                                }) -
-                               rows.begin());
-  // Why the winner wins: the runner-up's largest loss that the winner does not have.
-  std::string why;
-  if (rows.size() > 1) {
-    std::size_t second = best == 0 ? 1 : 0;
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      if (i != best && rows[i].throughput > rows[second].throughput) second = i;
-    }
-    const auto& w = rows[best];
-    const auto& r = rows[second];
-    const std::vector<std::pair<std::string, double>> diff = {
-        {"exposed bandwidth time", r.loss.exposed_bandwidth - w.loss.exposed_bandwidth},
-        {"latency and small messages",
-         r.loss.latency_and_small_messages - w.loss.latency_and_small_messages},
-        {"fusion or bucket waiting",
-         r.loss.fusion_or_bucket_waiting - w.loss.fusion_or_bucket_waiting},
-        {"the parameter-server bottleneck",
-         r.loss.parameter_server_bottleneck - w.loss.parameter_server_bottleneck},
-        {"stragglers", r.loss.stragglers - w.loss.stragglers}};
-    const auto top = *std::max_element(
-        diff.begin(), diff.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-    why = fmt::format(
-        "{} wins: {:.1f} samples/s, {:.1f}% more than {}; the step is {:.3f} ms shorter, most of "
-        "it {} ({:.3f} ms per step)",
-        w.strategy, w.throughput, (w.throughput / r.throughput - 1) * 100, r.strategy,
-        (r.step_time_s - w.step_time_s) * 1e3, top.first, top.second * 1e3);
-  } else {
-    why = rows[best].strategy + " is the only strategy given";
-  }
+  while (std::getline(ss, item, ',')) o.schemes.push_back(item);
+  const auto c = simulator::compare(o);
   std::string out;
   if (f.format == "json") {
-    nlohmann::json j;
-    j["winner"] = rows[best].strategy;
-    j["why"] = why;
-    j["predictions"] = nlohmann::json::array();
-    for (const auto& p : rows) j["predictions"].push_back(simulator::to_json(p));
-    out = json_text(j, 2) + "\n";
+    out = json_text(simulator::to_json(c), 2) + "\n";
   } else if (f.format == "csv") {
+    std::vector<Prediction> rows;
+    for (const auto& r : c.results) rows.push_back(r.prediction);
     out = csv_rows(rows);
   } else {
-    const auto& p0 = rows.front();
-    out = fmt::format("{} on {} GPUs of {}, {}, batch {} per GPU\n", p0.model, p0.gpus, p0.cluster,
-                      p0.framework, p0.batch_per_gpu);
-    out += fmt::format("{:<28}", "");
-    for (const auto& p : rows) out += fmt::format("{:>16}", p.strategy);
-    out += "\n";
-    auto line = [&](const std::string& label, auto value) {
-      out += fmt::format("{:<28}", label);
-      for (const auto& p : rows) out += fmt::format("{:>16}", value(p));
-      out += "\n";
-    };
-    line("step (ms)",
-         [](const Prediction& p) { return fmt::format("{:.3f}", p.step_time_s * 1e3); });
-    line("samples/s", [](const Prediction& p) { return fmt::format("{:.1f}", p.throughput); });
-    line("efficiency",
-         [](const Prediction& p) { return fmt::format("{:.1f}%", p.scaling_efficiency * 100); });
-    line("communication (ms)",
-         [](const Prediction& p) { return fmt::format("{:.3f}", p.communication_s * 1e3); });
-    line("exposed (ms)", [](const Prediction& p) {
-      return fmt::format("{:.3f}", p.exposed_communication_s * 1e3);
-    });
-    out += why + "\n";
+    out = simulator::to_table(c);
   }
   write_output(f.output, out);
 }
@@ -318,11 +263,19 @@ void add_predict_commands(CLI::App& app) {
   s->callback([sf, gpus, plot] { run_scale(*sf, *gpus, *plot); });
 
   auto cf = std::make_shared<CommonFlags>();
-  auto strategies = std::make_shared<std::string>();
-  auto* c = app.add_subcommand("compare", "Strategies side by side, with the winner and why");
+  auto strategies = std::make_shared<std::string>("ring,tree,byteps");
+  auto crossover = std::make_shared<bool>(true);
+  auto* c = app.add_subcommand(
+      "compare", "Schemes side by side: the winner, its margin, what bounds each, where it flips");
   add_common(c, *cf, true, false);
-  c->add_option("--strategy", *strategies, "Strategies, e.g. ring,ps,hierarchical")->required();
-  c->callback([cf, strategies] { run_compare(*cf, *strategies); });
+  c->add_option("--strategy", *strategies,
+                "Schemes: collective algorithms run by --framework (ring, tree, auto, ps, ...) "
+                "or frameworks with their defaults (byteps, tf-ps, horovod, ...)")
+      ->capture_default_str();
+  c->add_flag_callback(
+      "--no-crossover", [crossover] { *crossover = false; },
+      "Skip the search over GPU counts and networks for a change of winner");
+  c->callback([cf, strategies, crossover] { run_compare(*cf, *strategies, *crossover); });
 }
 
 }  // namespace dlsim::cli

@@ -128,7 +128,7 @@ expect_failure "--format: unknown format 'xml'" "${p[@]}" --format xml
 expect_failure "--gpus: must be in 1..1048576, got 0" scale --model resnet50 --gpus 1,0
 expect_failure "--gpus: expected an integer, got ''" scale --model resnet50 --gpus 1,,2
 expect_failure "--gpus: expected a list such as 1,2,4,8" scale --model resnet50 --gpus ""
-expect_failure "unknown collective algorithm ''" compare --model resnet50 --gpus 8 --strategy ring,,ps
+expect_failure "--strategy: an empty name in the list" compare --model resnet50 --gpus 8 --strategy ring,,ps
 expect_failure "--bytes: '0B': a size must be positive" collective --gpus 8 --bytes 0B
 expect_failure "--bytes: '-1MiB' is negative" collective --gpus 8 --bytes -1MiB
 expect_failure "--bytes: MAX is smaller than MIN" collective --gpus 8 --bytes 1MiB:1KiB

@@ -1,0 +1,312 @@
+#include "simulator/compare.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "common/error.hpp"
+#include "hardware/loader.hpp"
+#include "simulator/framework.hpp"
+
+namespace dlsim::simulator {
+namespace {
+
+bool is_framework(const std::string& name) { return framework_policies().find(name) != nullptr; }
+
+bool is_ps_framework(const std::string& name) {
+  return name == "byteps" || name == "tf-ps" || name == "mxnet-kvstore";
+}
+
+// The prediction options of one scheme on the base job. A framework scheme runs with its own
+// defaults and takes from the base only the parameter-server settings it understands; an
+// algorithm runs under the base framework with every base setting.
+PredictOptions scheme_options(const PredictOptions& base, const std::string& scheme) {
+  PredictOptions o = base;
+  if (!is_framework(scheme)) {
+    o.strategy = scheme;
+    return o;
+  }
+  o.strategy.reset();
+  if (scheme == base.framework) return o;
+  o.framework = scheme;
+  const auto& b = base.framework_options;
+  FrameworkOptions f;
+  if (is_ps_framework(scheme)) {
+    f.ps_servers = b.ps_servers;
+    f.ps_colocated = b.ps_colocated;
+    if (scheme != "byteps") f.ps_on_gpu = b.ps_on_gpu;
+  }
+  if (scheme == "byteps") f.partition_bytes = b.partition_bytes;
+  o.framework_options = f;
+  return o;
+}
+
+// Index of the best throughput, and of the runner-up (the best of the rest); -1 where absent.
+std::pair<int, int> best_two(const std::vector<double>& throughput) {
+  int best = -1, second = -1;
+  for (int i = 0; i < static_cast<int>(throughput.size()); ++i) {
+    const double t = throughput[static_cast<std::size_t>(i)];
+    if (!(t > 0)) continue;
+    if (best < 0 || t > throughput[static_cast<std::size_t>(best)]) {
+      second = best;
+      best = i;
+    } else if (second < 0 || t > throughput[static_cast<std::size_t>(second)]) {
+      second = i;
+    }
+  }
+  return {best, second};
+}
+
+std::string verdict_why(const Prediction& w, const std::string& wname, const Prediction& r,
+                        const std::string& rname) {
+  const std::vector<std::pair<std::string, double>> diff = {
+      {"exposed bandwidth time", r.loss.exposed_bandwidth - w.loss.exposed_bandwidth},
+      {"latency and small messages",
+       r.loss.latency_and_small_messages - w.loss.latency_and_small_messages},
+      {"fusion or bucket waiting",
+       r.loss.fusion_or_bucket_waiting - w.loss.fusion_or_bucket_waiting},
+      {"the parameter-server bottleneck",
+       r.loss.parameter_server_bottleneck - w.loss.parameter_server_bottleneck},
+      {"stragglers", r.loss.stragglers - w.loss.stragglers}};
+  const auto top = *std::max_element(
+      diff.begin(), diff.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  return fmt::format(
+      "{} wins: {:.1f} samples/s, {:.1f}% more than {}; the step is {:.3f} ms shorter, most of "
+      "it {} ({:.3f} ms per step)",
+      wname, w.throughput, (w.throughput / r.throughput - 1) * 100, rname,
+      (r.step_time_s - w.step_time_s) * 1e3, top.first, top.second * 1e3);
+}
+
+// The winner at one point of a search, each scheme predicted; a scheme that cannot run there
+// (too few nodes for its servers, a GPU count the cluster lacks) is listed with the reason.
+CrossoverPoint search_point(const PredictOptions& base, const std::vector<std::string>& schemes,
+                            std::string value) {
+  CrossoverPoint pt;
+  pt.value = std::move(value);
+  std::vector<double> throughput;
+  for (const auto& s : schemes) {
+    try {
+      throughput.push_back(predict(scheme_options(base, s)).throughput);
+    } catch (const InputError& e) {
+      throughput.push_back(0);
+      pt.unavailable.push_back(fmt::format("{}: {}", s, e.what()));
+    }
+  }
+  const auto [best, second] = best_two(throughput);
+  if (best >= 0) {
+    pt.winner = schemes[static_cast<std::size_t>(best)];
+    pt.alone = second < 0;
+    if (second >= 0) {
+      pt.margin = throughput[static_cast<std::size_t>(best)] /
+                      throughput[static_cast<std::size_t>(second)] -
+                  1;
+    }
+  }
+  return pt;
+}
+
+// Margins below this are a tie: closer than the model's own error.
+constexpr double kTie = 0.05;
+
+// "ring at 4-16 GPUs; byteps at 32-64 GPUs", or "ring wins at every point searched (4-64 GPUs)";
+// a point whose margin is under 5 % is a tie.
+std::string summarize(const Crossover& c, const std::string& unit) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> runs;  // winner -> values
+  for (const auto& p : c.points) {
+    if (p.winner.empty()) continue;
+    const std::string w = p.alone           ? p.winner + " (alone)"
+                          : p.margin < kTie ? "within 5 %"
+                                            : p.winner;
+    if (runs.empty() || runs.back().first != w) runs.push_back({w, {}});
+    runs.back().second.push_back(p.value);
+  }
+  if (runs.empty()) return "no scheme could run at any point searched";
+  auto span = [&](const std::vector<std::string>& v) {
+    return v.size() == 1 ? v.front() + unit : fmt::format("{}-{}{}", v.front(), v.back(), unit);
+  };
+  if (runs.size() == 1) {
+    return fmt::format(
+        "{} at every point searched ({})",
+        runs.front().first == "within 5 %" ? "no scheme wins by 5 %" : runs.front().first + " wins",
+        span(runs.front().second));
+  }
+  std::vector<std::string> parts;
+  for (const auto& [w, v] : runs) parts.push_back(fmt::format("{} at {}", w, span(v)));
+  return fmt::format("the answer changes: {}", fmt::join(parts, "; "));
+}
+
+}  // namespace
+
+Comparison compare(const CompareOptions& options) {
+  if (options.schemes.empty()) {
+    fail_at({}, "--strategy", "expected a list such as ring,tree,byteps");
+  }
+  std::set<std::string> seen;
+  for (const auto& s : options.schemes) {
+    if (s.empty()) fail_at({}, "--strategy", "an empty name in the list");
+    if (!seen.insert(s).second) fail_at({}, "--strategy", fmt::format("'{}' given twice", s));
+  }
+  Comparison c;
+  std::vector<double> throughput;
+  for (const auto& s : options.schemes) {
+    c.results.push_back({s, predict(scheme_options(options.base, s))});
+    throughput.push_back(c.results.back().prediction.throughput);
+  }
+  const auto [best, second] = best_two(throughput);
+  c.winner = static_cast<std::size_t>(std::max(best, 0));
+  if (second >= 0) {
+    const auto& w = c.results[c.winner];
+    const auto& r = c.results[static_cast<std::size_t>(second)];
+    c.margin = w.prediction.throughput / r.prediction.throughput - 1;
+    c.why = verdict_why(w.prediction, w.scheme, r.prediction, r.scheme);
+    if (c.margin < kTie) c.why = "no scheme is more than 5% faster; " + c.why;
+  } else {
+    c.why = c.results[c.winner].scheme + " is the only scheme given";
+  }
+  if (!options.crossover || options.schemes.size() < 2) return c;
+
+  // The searches run the chosen engine for one step: tens of predictions.
+  auto search = options.base;
+  search.iterations = 1;
+  // GPU counts: the job's, halved and doubled while the cluster has them.
+  const auto cluster =
+      hardware::load_cluster(options.base.cluster, options.base.library, options.base.network);
+  std::vector<int> counts;
+  for (int g = options.base.gpus; g >= 2; g /= 2) counts.insert(counts.begin(), g);
+  for (int g = options.base.gpus * 2; g <= cluster.gpu_count(); g *= 2) counts.push_back(g);
+  Crossover by_gpus;
+  by_gpus.dimension = "gpus";
+  for (int g : counts) {
+    auto o = search;
+    o.gpus = g;
+    by_gpus.points.push_back(search_point(o, options.schemes, std::to_string(g)));
+  }
+  by_gpus.summary = summarize(by_gpus, " GPUs");
+  c.crossovers.push_back(std::move(by_gpus));
+
+  // Networks: every network preset, slowest first.
+  std::vector<std::pair<double, std::string>> nets;
+  for (const auto& p : hardware::list_presets()) {
+    if (p.kind != "network") continue;
+    nets.emplace_back(hardware::load_network(p.name).port.bandwidth.value(), p.name);
+  }
+  std::sort(nets.begin(), nets.end());
+  Crossover by_net;
+  by_net.dimension = "network";
+  for (const auto& [bw, name] : nets) {
+    auto o = search;
+    o.network = name;
+    by_net.points.push_back(search_point(o, options.schemes, name));
+  }
+  by_net.summary = summarize(by_net, "");
+  c.crossovers.push_back(std::move(by_net));
+  return c;
+}
+
+nlohmann::json to_json(const Comparison& c) {
+  nlohmann::json j;
+  j["winner"] = c.results[c.winner].scheme;
+  j["margin_percent"] = c.margin * 100;
+  j["why"] = c.why;
+  j["schemes"] = nlohmann::json::array();
+  for (const auto& r : c.results) {
+    j["schemes"].push_back({{"scheme", r.scheme},
+                            {"framework", r.prediction.framework},
+                            {"strategy", r.prediction.strategy},
+                            {"throughput_samples_per_s", r.prediction.throughput},
+                            {"step_time_s", r.prediction.step_time_s},
+                            {"bound_by", r.prediction.bottleneck}});
+  }
+  j["crossovers"] = nlohmann::json::array();
+  for (const auto& x : c.crossovers) {
+    nlohmann::json pts = nlohmann::json::array();
+    for (const auto& p : x.points) {
+      pts.push_back(
+          {{"value", p.value},
+           {"winner", p.winner.empty() ? nlohmann::json() : nlohmann::json(p.winner)},
+           {"margin_percent", p.alone ? nlohmann::json() : nlohmann::json(p.margin * 100)},
+           {"unavailable", p.unavailable}});
+    }
+    j["crossovers"].push_back(
+        {{"dimension", x.dimension}, {"summary", x.summary}, {"points", pts}});
+  }
+  j["predictions"] = nlohmann::json::array();
+  for (const auto& r : c.results) j["predictions"].push_back(to_json(r.prediction));
+  return j;
+}
+
+std::string to_table(const Comparison& c) {
+  const auto& p0 = c.results.front().prediction;
+  std::string out = fmt::format("{} on {} GPUs of {}, batch {} per GPU, {} engine\n", p0.model,
+                                p0.gpus, p0.cluster, p0.batch_per_gpu, p0.engine);
+  out += fmt::format("{:<28}", "");
+  for (const auto& r : c.results) out += fmt::format("{:>16}", r.scheme);
+  out += "\n";
+  auto line = [&](const std::string& label, auto value) {
+    out += fmt::format("{:<28}", label);
+    for (const auto& r : c.results) out += fmt::format("{:>16}", value(r.prediction));
+    out += "\n";
+  };
+  line("framework", [](const Prediction& p) { return p.framework; });
+  line("strategy", [](const Prediction& p) { return p.strategy; });
+  line("step (ms)", [](const Prediction& p) { return fmt::format("{:.3f}", p.step_time_s * 1e3); });
+  line("samples/s", [](const Prediction& p) { return fmt::format("{:.1f}", p.throughput); });
+  line("efficiency",
+       [](const Prediction& p) { return fmt::format("{:.1f}%", p.scaling_efficiency * 100); });
+  line("communication (ms)",
+       [](const Prediction& p) { return fmt::format("{:.3f}", p.communication_s * 1e3); });
+  line("exposed (ms)",
+       [](const Prediction& p) { return fmt::format("{:.3f}", p.exposed_communication_s * 1e3); });
+  out += c.why + "\n";
+  for (const auto& r : c.results) {
+    const auto& p = r.prediction;
+    if (!p.bottleneck.empty()) {
+      out += fmt::format("  {} is bound by its largest exchange's {}\n", r.scheme, p.bottleneck);
+    }
+    const auto placement = p.policy_settings.find("ps_placement");
+    if (placement != p.policy_settings.end() && placement->second == "dedicated") {
+      out += fmt::format("  {} also uses {} server host(s) besides the {} worker nodes\n", r.scheme,
+                         p.policy_settings.at("ps_servers"), p.nodes);
+    }
+  }
+  for (const auto& x : c.crossovers) {
+    out += fmt::format("by {} ({} engine, one step each): {}\n",
+                       x.dimension == "gpus" ? "GPU count" : "network", p0.engine, x.summary);
+    for (const auto& p : x.points) {
+      out += fmt::format("  {:<12} {}", p.value, p.winner.empty() ? "-" : p.winner);
+      if (!p.winner.empty() && !p.alone) out += fmt::format(" by {:.1f}%", p.margin * 100);
+      for (const auto& u : p.unavailable) out += fmt::format("; cannot run {}", u);
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> faster_scheme(const PredictOptions& options) {
+  auto quick = options;
+  quick.engine = Engine::kAnalytic;
+  quick.iterations = 1;
+  const Prediction here = predict(quick);
+  if (here.nodes < 2) return std::nullopt;
+  for (const char* alt : {"horovod", "byteps"}) {
+    if (options.framework == alt) continue;
+    Prediction other;
+    try {
+      other = predict(scheme_options(quick, alt));
+    } catch (const InputError&) {
+      continue;  // cannot run here (too few nodes for its servers, ...)
+    }
+    if (other.throughput > here.throughput * 1.05) {
+      return fmt::format(
+          "{} ({} / {}) would be {:.1f}% faster here: {:.1f} against {:.1f} samples/s by the "
+          "analytic engine (dlsim compare shows both)",
+          alt, other.framework, other.strategy, (other.throughput / here.throughput - 1) * 100,
+          other.throughput, here.throughput);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace dlsim::simulator

@@ -1,0 +1,62 @@
+#pragma once
+// `dlsim compare`: gradient-exchange schemes side by side on one job, the verdict (winner,
+// margin, what bounds each) and where the answer flips: the GPU counts and networks at which
+// another scheme wins, found by predicting each (docs/simulator.md, "Comparing schemes").
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "simulator/predict.hpp"
+
+namespace dlsim::simulator {
+
+// A scheme is a framework (`byteps`, `tf-ps`, `horovod`, ...) with its own defaults, or a
+// collective algorithm (`ring`, `tree`, `auto`, `ps`, ...) run by the base options' framework.
+struct CompareOptions {
+  PredictOptions base;
+  std::vector<std::string> schemes;
+  bool crossover = true;  // also search GPU counts and networks for a change of winner
+};
+
+struct SchemeResult {
+  std::string scheme;
+  Prediction prediction;
+};
+
+// The winner of one point of a crossover search: a GPU count or a network.
+struct CrossoverPoint {
+  std::string value;                     // "32" or "10gbe"
+  std::string winner;                    // scheme name, or empty where no scheme could run
+  double margin = 0;                     // winner over the runner-up, a fraction
+  bool alone = false;                    // the only scheme that could run there
+  std::vector<std::string> unavailable;  // schemes that cannot run there, with the reason
+};
+
+struct Crossover {
+  std::string dimension;  // "gpus" or "network"
+  std::vector<CrossoverPoint> points;
+  std::string summary;  // in words: where the winner changes, or that it never does
+};
+
+struct Comparison {
+  std::vector<SchemeResult> results;
+  std::size_t winner = 0;
+  double margin = 0;  // winner's throughput over the runner-up's, minus one
+  std::string why;
+  std::vector<Crossover> crossovers;
+};
+
+// InputError naming `--strategy` for an empty list or an unknown scheme.
+Comparison compare(const CompareOptions& options);
+
+nlohmann::json to_json(const Comparison& c);
+std::string to_table(const Comparison& c);
+
+// The first of the other usual schemes (the framework's library allreduce, BytePS) that the
+// analytic engine finds more than 5 % faster than `options` on the same job, in words for
+// predict's "why"; nullopt when none is, or on one node.
+std::optional<std::string> faster_scheme(const PredictOptions& options);
+
+}  // namespace dlsim::simulator

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# dlsim compare: the verdict, margins, bounds and crossovers of a fixed configuration against
+# tests/golden-compare (text byte for byte; JSON numbers to 1e-6 relative, as the prediction
+# goldens), then bad scheme lists: one error line naming --strategy, exit 2, nothing written.
+# Regenerate the goldens with the commands below when a model change is intended.
+# Usage: cli_compare.sh DLSIM REPO_ROOT
+set -u
+dlsim=$1
+root=$2
+golden=$root/tests/golden-compare
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+args=(compare --model resnet50 --gpus 16 --network 10gbe --strategy auto,byteps,tf-ps)
+"$dlsim" "${args[@]}" -o "$tmp/out.txt" || fail "compare (text) exited $?"
+diff -u "$golden/resnet50-16-10gbe.txt" "$tmp/out.txt" || fail "the text differs from the golden"
+"$dlsim" "${args[@]}" --format json -o "$tmp/out.json" || fail "compare (json) exited $?"
+python3 - "$golden/resnet50-16-10gbe.json" "$tmp/out.json" <<'PY' || fail "the JSON differs from the golden"
+import json, math, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+def same(x, y, path):
+    if isinstance(x, float) or isinstance(y, float):
+        assert isinstance(x, (int, float)) and isinstance(y, (int, float)), path
+        assert math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-12), (path, x, y)
+    elif isinstance(x, dict):
+        assert isinstance(y, dict) and x.keys() == y.keys(), (path, sorted(x), sorted(y))
+        for k in x: same(x[k], y[k], path + "." + k)
+    elif isinstance(x, list):
+        assert isinstance(y, list) and len(x) == len(y), path
+        for i, (u, v) in enumerate(zip(x, y)): same(u, v, "%s[%d]" % (path, i))
+    else:
+        assert x == y, (path, x, y)
+same(a, b, "$")
+# The verdict itself: BytePS moves each node's gradient once each way over 10GbE where the ring
+# moves almost twice that, and wins here by a third.
+assert b["winner"] == "byteps" and b["margin_percent"] > 20, b["winner"]
+PY
+
+expect_failure() {  # expect_failure "substring" args...
+  local want=$1
+  shift
+  rm -f "$tmp/never"
+  "$dlsim" "$@" -o "$tmp/never" >"$tmp/stdout" 2>"$tmp/stderr"
+  local rc=$?
+  [ "$rc" -eq 2 ] || fail "exit $rc (want 2) for: $*"
+  [ "$(wc -l <"$tmp/stderr")" -eq 1 ] || fail "not one error line for: $*"
+  grep -qF -- "$want" "$tmp/stderr" || fail "no '$want' in: $(cat "$tmp/stderr")"
+  [ ! -e "$tmp/never" ] || fail "an output was written for: $*"
+}
+c=(compare --model resnet50 --gpus 16 --no-crossover)
+expect_failure "--strategy: an empty name in the list" "${c[@]}" --strategy ring,,byteps
+expect_failure "--strategy: 'ring' given twice" "${c[@]}" --strategy ring,ring
+expect_failure "unknown collective algorithm 'rign'; did you mean 'ring'?" "${c[@]}" --strategy rign,byteps
+expect_failure "--strategy: expected a list such as ring,tree,byteps" "${c[@]}" --strategy ""
+expect_failure "unknown network preset '10gb'" "${c[@]}" --network 10gb
+
+[ "$failures" -eq 0 ] || exit 1
+echo "dlsim compare: golden text and JSON, 5 bad inputs"
