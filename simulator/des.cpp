@@ -10,6 +10,7 @@
 #include <map>
 #include <numbers>
 #include <random>
+#include <unordered_map>
 
 #include "simulator/engine.hpp"
 #include "simulator/flow_network.hpp"
@@ -452,7 +453,9 @@ class DesStep {
     double alpha = 0;  // s: the route's link latencies and, across nodes, the message overhead
   };
   const Hop& hop(int src, int dst) {
-    auto [it, added] = hops_.try_emplace({src, dst});
+    const auto key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(src)) << 32) |
+                     static_cast<std::uint32_t>(dst);
+    auto [it, added] = hops_.try_emplace(key);
     if (!added) return it->second;
     route_.clear();
     s_.topo->route(src, dst, -1, route_);
@@ -546,7 +549,7 @@ class DesStep {
   bool ps_ = false;
   std::map<int, int> memory_;  // vertex -> its memory's resource id in the network
   std::vector<std::unique_ptr<Exchange>> exchanges_;
-  std::map<std::pair<int, int>, Hop> hops_;
+  std::unordered_map<std::uint64_t, Hop> hops_;  // by (src << 32 | dst)
   std::vector<int> route_;
 };
 

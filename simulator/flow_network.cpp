@@ -97,7 +97,7 @@ void FlowNetwork::update() {
   begin_.push_back(links_.size());
   const std::uint64_t gen = ++generation_;
   if (!flows_.empty()) {
-    solver_.solve({capacity_, links_, begin_, caps_}, rates_);
+    solver_.solve_unchecked({capacity_, links_, begin_, caps_}, rates_);
     double next = std::numeric_limits<double>::infinity();
     for (std::size_t i = 0; i < flows_.size(); ++i) {
       flows_[i].rate = rates_[i];

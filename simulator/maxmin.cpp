@@ -58,7 +58,10 @@ void MaxMinSolver::validate(const MaxMinInput& in) const {
 
 void MaxMinSolver::solve(const MaxMinInput& in, std::vector<double>& rates) {
   validate(in);  // throws before any buffer is touched, so the all-zero invariant survives
+  solve_unchecked(in, rates);
+}
 
+void MaxMinSolver::solve_unchecked(const MaxMinInput& in, std::vector<double>& rates) {
   const std::size_t flows = in.cap.size();
   const std::size_t num_links = in.capacity.size();
   rates.assign(flows, 0.0);

@@ -41,6 +41,10 @@ class MaxMinSolver {
   // flow whose bottleneck is reached within a relative 1e-12 of the same level, so symmetric
   // problems finish in one iteration.
   void solve(const MaxMinInput& in, std::vector<double>& rates);
+  // The same without the checks, for a caller that builds the input itself from valid parts
+  // (FlowNetwork: interned routes over the topology's links, caps it set); the checks cost as
+  // much as a symmetric solve.
+  void solve_unchecked(const MaxMinInput& in, std::vector<double>& rates);
 
  private:
   void validate(const MaxMinInput& in) const;
