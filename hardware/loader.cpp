@@ -405,6 +405,11 @@ NetworkSpec parse_network(const ConfigNode& n, const std::string& stem, Context&
     });
     field(t, "efficiency", net.transport.efficiency, inherited, fraction);
     field(t, "message_overhead", net.transport.message_overhead, inherited, seconds);
+    if (t.has("stream_bandwidth")) {
+      Bandwidth b;
+      field(t, "stream_bandwidth", b, false, bandwidth);
+      net.transport.stream_bandwidth = b;
+    }
     t.finish();
   });
   field(n, "topology", net.topology, inherited, [&](const ConfigNode& t) {

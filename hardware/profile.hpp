@@ -94,6 +94,9 @@ struct TransportSpec {
   std::string kind;          // rdma | tcp
   double efficiency = 1;     // payload fraction of the line rate
   Seconds message_overhead;  // per message (per collective step)
+  // The most one connection moves (a kernel TCP stream: one NCCL socket, one gRPC or ps-lite
+  // connection), below the line rate on fast links; none when absent.
+  std::optional<Bandwidth> stream_bandwidth;
 };
 
 // Network topology kinds and their parameters; the builders are in networks/ (registered by

@@ -158,6 +158,7 @@ void print(Printer& p, const NetworkSpec& n) {
   p.text("kind", n.transport.kind);
   p.count("efficiency", n.transport.efficiency);
   p.seconds("message_overhead", n.transport.message_overhead);
+  if (n.transport.stream_bandwidth) p.bandwidth("stream_bandwidth", *n.transport.stream_bandwidth);
   p.end();
   p.begin("topology");
   const auto& t = n.topology;

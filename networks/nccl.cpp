@@ -234,6 +234,9 @@ NcclTopology nccl_search(const Communicator& comm) {
   }
   const auto& node0 = topo.node(comm.rank_slot[nodes.front().front()]);
   out.amd = node0.host.vendor == "amd";
+  if (out.nodes > 1) {
+    if (const auto cap = topo.per_flow_cap()) out.flow_cap = cap->value();
+  }
   const bool hopper = out.cc_min >= 90;
 
   // Intra-node graphs, once per node type and GPU set.
@@ -660,6 +663,20 @@ NcclChoice nccl_tune(const hardware::LibrarySpec& library, const NcclTopology& t
   choice.runtime_channels = runtime;
   choice.launched_channels = nc;
   choice.alg_bw = best->alg_bw * std::min(1.0, static_cast<double>(nc) / runtime);
+  // The tuner does not know the transport's ceiling; the data does. Each of the search graph's
+  // rings leaves a node from one rank, whose proxy thread drives all of that rank's sockets
+  // (NCCL_SOCKET_NTHREADS 0 since 2.5.6 outside AWS and GCP): the channels NCCL launches on the
+  // same ring share that rank's one stream's worth.
+  const auto& graph = best->algorithm == "tree" ? topo.tree : topo.ring;
+  if (topo.flow_cap > 0 && best->bus_bw > 0 && best->algorithm != "nvls") {
+    const double bus = best->bus_bw * std::min(1.0, static_cast<double>(nc) / runtime);
+    const double limit =
+        static_cast<double>(std::max<std::size_t>(1, graph.rings.size())) * topo.flow_cap;
+    if (bus > limit) {
+      choice.alg_bw *= limit / bus;
+      choice.transport_bound = true;
+    }
+  }
   choice.time = best->latency + (choice.alg_bw > 0 ? bytes / choice.alg_bw : kInf);
   return choice;
 }

@@ -45,6 +45,9 @@ struct NcclTopology {
   bool nvls = false;           // NVLink SHARP available (Hopper GPUs on one NVSwitch node)
   NcclGraph ring, tree, nvls_graph;
   std::string summary;  // how the channels came out, in words
+  // B/s, 0 for none: the most one rank moves between nodes over the transport
+  // (Topology::per_flow_cap): its proxy thread drives its sockets, one stream's worth.
+  double flow_cap = 0;
 };
 
 // Runs the search; deterministic, and cheap enough to run once per communicator.
@@ -67,11 +70,12 @@ struct NcclCost {
 // and the channels its kernel runs at this size (fewer for small messages: enqueue.cc).
 struct NcclChoice {
   NcclCost best;
-  std::vector<NcclCost> table;  // every (algorithm, protocol) of the release, in order
-  int runtime_channels = 0;     // ncclTopoPostset's channels
-  int launched_channels = 0;    // after the small-message reduction
-  double alg_bw = 0;            // best.alg_bw x launched / runtime channels (B/s)
-  double time = 0;              // best.latency + bytes / alg_bw (s)
+  std::vector<NcclCost> table;   // every (algorithm, protocol) of the release, in order
+  int runtime_channels = 0;      // ncclTopoPostset's channels
+  int launched_channels = 0;     // after the small-message reduction
+  double alg_bw = 0;             // best.alg_bw x launched / runtime channels (B/s)
+  double time = 0;               // best.latency + bytes / alg_bw (s)
+  bool transport_bound = false;  // alg_bw lowered to the graph's rings x NcclTopology::flow_cap
 };
 
 // Throws InputError when `algorithm` is forced but not offered, or cannot run `op`.

@@ -296,7 +296,10 @@ int Topology::nvlink_lanes(int slot, int a, int b) const {
 }
 
 std::optional<Bandwidth> Topology::per_flow_cap() const {
-  return cluster_->network.topology.per_flow_cap;
+  const auto& a = cluster_->network.topology.per_flow_cap;
+  const auto& b = cluster_->network.transport.stream_bandwidth;
+  if (a && b) return Bandwidth(std::min(a->value(), b->value()));
+  return a ? a : b;
 }
 
 }  // namespace dlsim::networks

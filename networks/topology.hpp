@@ -112,6 +112,8 @@ class Topology {
   // NVLink-class lanes directly between GPUs `a` and `b` of node `slot` (0 when none).
   int nvlink_lanes(int slot, int a, int b) const;
   // The most a single flow may get on the network (cloud networks), if capped.
+  // The most one flow across the network gets: the cloud's per-flow cap or the transport's
+  // stream bandwidth, the lower; none when neither is set.
   std::optional<Bandwidth> per_flow_cap() const;
 
   // For fabric builders: add network switches and links.

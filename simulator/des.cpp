@@ -325,7 +325,7 @@ class DesStep {
       return;
     }
     const auto& h = hop(src, dst);
-    net_->start_on(*h.route, bytes, to_time(h.alpha), kInfinity, std::move(done));
+    net_->start_on(*h.route, bytes, to_time(h.alpha), h.cap, std::move(done));
   }
   // A message on the connection from `src` to `dst` that carries one message at a time, in the
   // order sent (PsOptions::ordered).
@@ -451,6 +451,7 @@ class DesStep {
   struct Hop {
     const std::vector<int>* route = nullptr;
     double alpha = 0;  // s: the route's link latencies and, across nodes, the message overhead
+    double cap = kInfinity;  // B/s: across nodes, the most one connection moves
   };
   const Hop& hop(int src, int dst) {
     const auto key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(src)) << 32) |
@@ -462,6 +463,7 @@ class DesStep {
     auto& h = it->second;
     if (s_.topo->path_class(route_) == hardware::PathClass::kNetwork) {
       h.alpha = s_.topo->cluster().network.transport.message_overhead.value();
+      if (const auto cap = s_.topo->per_flow_cap()) h.cap = cap->value();
     }
     for (int id : route_) h.alpha += s_.topo->link(id).latency.value();
     h.route = &net_->intern(route_);

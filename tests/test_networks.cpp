@@ -319,6 +319,22 @@ TEST_CASE("rings_use_every_rail_and_the_nics_bound_them") {
   CHECK(d.execution.phases.front().bottleneck.find("/nic") != std::string::npos);
 }
 
+TEST_CASE("a_tcp_transport_bounds_each_sending_rank_to_one_streams_worth") {
+  // IPoIB (ib-edr-ipoib): one TCP stream moves 20 Gbit/s (open-mpi/ompi#9087), far below the
+  // 100 Gbit/s port. The pcie-4gpu node's one ring leaves each node from one rank, so a 1 GiB
+  // allreduce between nodes reaches 2.5 GB/s bus bandwidth, and the flows take the tuner's own
+  // time. The same cluster over RDMA is bound by the node's PCIe path instead.
+  Job ipoib(hardware::load_cluster("hkbu-ipoib"), 16);
+  const auto r = run_collective(request(CollectiveOp::kAllReduce, 1 << 30), ipoib.comm, "auto");
+  CHECK(r.busbw == doctest::Approx(2.5e9).epsilon(0.01));
+  CHECK(r.cost.why.find("bound by the transport") != std::string::npos);
+  CHECK(r.time.value() == doctest::Approx(r.cost.time.value()).epsilon(0.01));
+  Job rdma(hardware::load_cluster("hkbu-ib"), 16);
+  const auto d = run_collective(request(CollectiveOp::kAllReduce, 1 << 30), rdma.comm, "auto");
+  CHECK(d.busbw > 2 * r.busbw);
+  CHECK(d.cost.why.find("bound by the transport") == std::string::npos);
+}
+
 TEST_CASE("nccl_runs_fewer_channels_for_small_messages") {
   // enqueue.cc: from the 24 channels ncclTopoPostset gives one DGX A100 (12 search channels x 2),
   // one fewer while bytes < channels x threads x threshold; LL's threshold is 8 B x 8 ranks per

@@ -162,8 +162,11 @@ TEST_CASE("efficiency_loss_parts_add_up_to_one_minus_the_efficiency") {
 }
 
 TEST_CASE("more_network_bandwidth_is_never_slower") {
+  // Line rates on the same transport (kernel TCP without a per-stream limit). The 100gbe preset
+  // is left out: one TCP stream there moves 15 Gbit/s, so a rank's traffic can be slower than
+  // on 25GbE, as on real 100GbE hosts.
   double last = 0;
-  for (const char* net : {"1gbe", "10gbe", "25gbe", "100gbe"}) {
+  for (const char* net : {"1gbe", "10gbe", "25gbe", "50gbe"}) {
     const auto path =
         std::filesystem::temp_directory_path() / (std::string("dlsim-net-") + net + ".yaml");
     std::ofstream(path) << "kind: cluster\nname: dlsim-net-" << net << "\ndescription: default on "
