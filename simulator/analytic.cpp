@@ -10,6 +10,7 @@
 #include <cmath>
 #include <deque>
 #include <map>
+#include <tuple>
 
 #include "simulator/engine.hpp"
 
@@ -20,19 +21,22 @@ namespace {
 // transfers cross and every memory that sums.
 class PsQueues {
  public:
-  PsQueues(const StepSetup& setup, CollectivePlanner& planner) : setup_(setup), planner_(planner) {}
+  PsQueues(const StepSetup& setup, CollectivePlanner& planner)
+      : setup_(setup),
+        planner_(planner),
+        links_(setup.topo->link_count()),
+        work_(links_ + setup.topo->vertex_count(), 0.0),
+        busy_(work_.size(), 0.0) {}
 
   // The end of the exchange of `group`, ready at `ready` (s).
   double exchange(const CommGroup& group, double ready) {
     const auto& topo = *setup_.topo;
-    work_.clear();
     const auto schedule = planner_.schedule(group);
     for (const auto& phase : schedule.phases) {
       for (const auto& t : phase.transfers) {
         if (t.src == t.dst || t.bytes <= 0) continue;
-        route_.clear();
-        topo.route(t.src, t.dst, t.rail, route_);
-        for (int id : route_) work_[id] += t.bytes / topo.link(id).bandwidth.value();
+        for (int id : route(t))
+          add(static_cast<std::size_t>(id), t.bytes / topo.link(id).bandwidth.value());
       }
     }
     // Sums: each server's shard from every pusher, and each node's GPUs where the framework
@@ -42,31 +46,54 @@ class PsQueues {
     const bool local = group.ps.aggregation != networks::PsAggregation::kNone;
     const int pushers = local ? static_cast<int>(nodes.size()) : setup_.comm.size();
     for (const auto& sv : networks::ps_servers(req, setup_.comm)) {
-      work_[-1 - sv.vertex] += networks::reduce_traffic(sv.bytes, pushers) / sv.memory.value();
+      add(links_ + static_cast<std::size_t>(sv.vertex),
+          networks::reduce_traffic(sv.bytes, pushers) / sv.memory.value());
     }
     if (local) {
       for (const auto& ranks : nodes) {
         const auto a = networks::ps_aggregator(group.ps, setup_.comm, ranks);
         const int g = static_cast<int>(ranks.size());
         if (g > 1) {
-          work_[-1 - a.vertex] += networks::reduce_traffic(group.bytes, g) / a.memory.value();
+          add(links_ + static_cast<std::size_t>(a.vertex),
+              networks::reduce_traffic(group.bytes, g) / a.memory.value());
         }
       }
     }
     double end = ready + planner_.plan(group).time.value();
-    for (const auto& [resource, w] : work_) {
-      double& busy = busy_[resource];
-      busy = std::max(busy, ready) + w;
+    for (const std::size_t r : touched_) {
+      double& busy = busy_[r];
+      busy = std::max(busy, ready) + work_[r];
       end = std::max(end, busy);
+      work_[r] = 0;
     }
+    touched_.clear();
     return end;
   }
 
  private:
   const StepSetup& setup_;
   CollectivePlanner& planner_;
-  std::map<int, double> work_, busy_;  // s, by link id (>= 0) or -1 - memory vertex
-  std::vector<int> route_;
+  // Work (s) this exchange puts on each resource, and each resource's busy-until time (s): link
+  // ids first, then one memory per vertex (links_ + vertex).
+  void add(std::size_t resource, double seconds) {
+    if (work_[resource] == 0) touched_.push_back(resource);
+    work_[resource] += seconds;
+  }
+  std::size_t links_;
+  std::vector<double> work_, busy_;
+  std::vector<std::size_t> touched_;
+  // Routes by (source, destination, rail): thousands of exchanges reuse a few thousand routes.
+  const std::vector<int>& route(const networks::Transfer& t) {
+    const auto key = std::make_tuple(t.src, t.dst, t.rail);
+    auto it = routes_.find(key);
+    if (it == routes_.end()) {
+      std::vector<int> r;
+      setup_.topo->route(t.src, t.dst, t.rail, r);
+      it = routes_.emplace(key, std::move(r)).first;
+    }
+    return it->second;
+  }
+  std::map<std::tuple<int, int, int>, std::vector<int>> routes_;
 };
 
 // E[max of n standard normals] by Blom's approximation, Phi^-1((n - 0.375) / (n + 0.25))
