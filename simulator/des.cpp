@@ -331,22 +331,14 @@ class DesStep {
   // order sent (PsOptions::ordered).
   void send_ordered(int src, int dst, double bytes, std::function<void()> done) {
     auto& c = connections_[{src, dst}];
-    if (c.busy) {
-      c.waiting.emplace_back(bytes, std::move(done));
-      return;
-    }
-    c.busy = true;
-    send(src, dst, bytes, [this, src, dst, done = std::move(done)] {
-      done();
-      next_on_connection(src, dst);
-    });
+    c.waiting.emplace_back(bytes, std::move(done));
+    if (!c.busy) next_on_connection(src, dst);
   }
+  // Sends the connection's oldest waiting message, if any, and the next when it has arrived.
   void next_on_connection(int src, int dst) {
     auto& c = connections_[{src, dst}];
-    if (c.waiting.empty()) {
-      c.busy = false;
-      return;
-    }
+    c.busy = !c.waiting.empty();
+    if (!c.busy) return;
     auto [bytes, done] = std::move(c.waiting.front());
     c.waiting.pop_front();
     send(src, dst, bytes, [this, src, dst, done = std::move(done)] {
