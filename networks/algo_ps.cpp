@@ -72,11 +72,19 @@ class ParameterServer : public CollectiveAlgorithm {
         pullers[j] = ps_aggregator(req.ps, comm, nodes[j]).pull_vertex;
       }
     }
-    for (const auto& sv : svs) {
+    // Receiving sockets (PsOptions::shared_receive): server s's, then worker w's.
+    push.shared_receive = pull.shared_receive = req.ps.shared_receive;
+    const int n_servers = static_cast<int>(svs.size());
+    for (std::size_t s_i = 0; s_i < svs.size(); ++s_i) {
+      const auto& sv = svs[s_i];
       if (sv.bytes <= 0) continue;  // a server holding nothing of this exchange sends nothing
       for (std::size_t w = 0; w < pushers.size(); ++w) {
-        push.transfers.push_back({pushers[w], sv.vertex, sv.bytes});
-        pull.transfers.push_back({sv.vertex, pullers[w], sv.bytes});
+        Transfer in{pushers[w], sv.vertex, sv.bytes};
+        in.socket = static_cast<int>(s_i);
+        push.transfers.push_back(in);
+        Transfer out{sv.vertex, pullers[w], sv.bytes};
+        out.socket = n_servers + static_cast<int>(w);
+        pull.transfers.push_back(out);
       }
       auto& d = device[sv.vertex];
       d.first += reduce_traffic(sv.bytes, W);

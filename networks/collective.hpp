@@ -47,6 +47,11 @@ struct PsOptions {
   // one, so early partitions come back while later ones are still going out. Otherwise every
   // message in flight shares the link at once (gRPC's multiplexed streams).
   bool ordered = false;
+  // Every server and worker process receives through one socket (ps-lite's ZeroMQ van): over
+  // TCP, all that reaches one process moves at most one stream's worth, however many peers
+  // send (zeromq/libzmq#3525). Nothing changes where the transport has no stream_bandwidth
+  // (RDMA).
+  bool shared_receive = false;
 };
 
 // Bytes each of the `ps.servers` servers holds of an exchange of `bytes` (or of `ps.tensors`),

@@ -30,6 +30,21 @@ const std::vector<TransferCost>& StepCoster::costs(const Phase& phase) {
   }
   begin_.push_back(routes_.size());
   const auto cap = topo_.per_flow_cap();
+  // One receiving socket per process: its network bytes share one stream (shared_receive).
+  const auto& stream = transport_.stream_bandwidth;
+  const bool sockets = phase.shared_receive && stream.has_value();
+  if (sockets) {
+    for (std::size_t i = 0; i < phase.transfers.size(); ++i) {
+      const auto& t = phase.transfers[i];
+      if (t.socket < 0 || begin_[i] == begin_[i + 1]) continue;
+      route_.assign(routes_.begin() + static_cast<std::ptrdiff_t>(begin_[i]),
+                    routes_.begin() + static_cast<std::ptrdiff_t>(begin_[i + 1]));
+      if (topo_.path_class(route_) != hardware::PathClass::kNetwork) continue;
+      const auto k = static_cast<std::size_t>(t.socket);
+      if (k >= socket_load_.size()) socket_load_.resize(k + 1, 0.0);
+      socket_load_[k] += t.bytes;
+    }
+  }
   out_.assign(phase.transfers.size(), TransferCost{});
   for (std::size_t i = 0; i < phase.transfers.size(); ++i) {
     if (begin_[i] == begin_[i + 1]) continue;
@@ -57,7 +72,15 @@ const std::vector<TransferCost>& StepCoster::costs(const Phase& phase) {
       c.wire = t.bytes / flow_cap;
       c.capped = true;
     }
+    if (sockets && t.socket >= 0 && cls == hardware::PathClass::kNetwork) {
+      const double busy = socket_load_[static_cast<std::size_t>(t.socket)] / stream->value();
+      if (busy > c.wire) {
+        c.wire = busy;
+        c.socket = true;
+      }
+    }
   }
+  std::fill(socket_load_.begin(), socket_load_.end(), 0.0);
   for (int id : touched_) load_[id] = 0;
   touched_.clear();
   return out_;
@@ -92,6 +115,9 @@ Execution execute(const Schedule& schedule, const Topology& topo,
       const std::string link = topo.vertex_name(l.from) + " -> " + topo.vertex_name(l.to);
       if (phase.overlap_reduce && reduce > c.wire) {
         bottleneck = "reduction";
+      } else if (c.socket) {
+        bottleneck = "receiving socket of " + topo.vertex_name(phase.transfers[i].dst) +
+                     " (one stream for all its peers)";
       } else if (c.capped) {
         // An NCCL channel moves at its share of the tuner's bandwidth (or a cloud flow at its
         // cap); the busiest link of its route is what NCCL's search sized the channel by.

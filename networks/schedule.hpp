@@ -24,6 +24,9 @@ struct Transfer {
   // The most this transfer moves per second on its own (B/s): an NCCL channel's share of the
   // tuner's bandwidth, so that a collective on a quiet network takes NCCL's own time.
   double cap = std::numeric_limits<double>::infinity();
+  // The receiving process's socket in a Phase::shared_receive phase: transfers with the same
+  // socket (>= 0) share one connection's worth of the transport, whoever sends them.
+  int socket = -1;
 };
 
 struct Phase {
@@ -48,6 +51,11 @@ struct Phase {
   // (its table is the whole latency: docs/networks.md, "NCCL's choices").
   double latency = 0;
   bool route_latency = true;
+  // true: every process receives through one socket (ps-lite over ZeroMQ): the transfers that
+  // reach one Transfer::socket across the network move together at most the transport's
+  // stream_bandwidth, however many peers send (zeromq/libzmq#3525; docs/networks.md,
+  // "Transport ceilings").
+  bool shared_receive = false;
 };
 
 struct Schedule {
@@ -79,6 +87,7 @@ struct TransferCost {
   double wire = 0;   // s
   int link = -1;
   bool capped = false;
+  bool socket = false;  // its receiving socket's stream bounds it (Phase::shared_receive)
   bool active() const { return link != -1; }
 };
 
@@ -92,7 +101,8 @@ class StepCoster {
  private:
   const Topology& topo_;
   const hardware::TransportSpec& transport_;
-  std::vector<double> load_;  // bytes per link, zero outside costs()
+  std::vector<double> load_;         // bytes per link, zero outside costs()
+  std::vector<double> socket_load_;  // network bytes per receiving socket (shared_receive)
   std::vector<int> touched_, routes_, route_;
   std::vector<std::size_t> begin_;
   std::vector<TransferCost> out_;
@@ -100,7 +110,8 @@ class StepCoster {
 
 // Runs `schedule` on `topo` with network transport `transport`. A transfer's time in a step is
 //   latency + alpha + max(bytes sharing its most loaded link / that link's bandwidth,
-//                         bytes / its cap, reduction)
+//                         bytes / its cap, bytes into its receiving socket / stream_bandwidth,
+//                         reduction)
 // where alpha = the latencies along its route + the transport's per-message overhead if it
 // crosses the network (point-to-point phases only); a cloud network's per-flow cap bounds one
 // flow. docs/networks.md, "Executing a schedule".

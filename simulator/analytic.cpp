@@ -32,11 +32,18 @@ class PsQueues {
   double exchange(const CommGroup& group, double ready) {
     const auto& topo = *setup_.topo;
     const auto schedule = planner_.schedule(group);
+    const auto& stream = topo.cluster().network.transport.stream_bandwidth;
     for (const auto& phase : schedule.phases) {
       for (const auto& t : phase.transfers) {
         if (t.src == t.dst || t.bytes <= 0) continue;
-        for (int id : route(t))
+        const auto& r = route(t);
+        for (int id : r)
           add(static_cast<std::size_t>(id), t.bytes / topo.link(id).bandwidth.value());
+        // A receiving socket (ps-lite): one stream's worth for all that reaches the process.
+        if (phase.shared_receive && stream && t.socket >= 0 &&
+            topo.path_class(r) == hardware::PathClass::kNetwork) {
+          add(sockets_ + static_cast<std::size_t>(t.socket), t.bytes / stream->value());
+        }
       }
     }
     // Sums: each server's shard from every pusher, and each node's GPUs where the framework
@@ -74,13 +81,19 @@ class PsQueues {
   const StepSetup& setup_;
   CollectivePlanner& planner_;
   // Work (s) this exchange puts on each resource, and each resource's busy-until time (s): link
-  // ids first, then one memory per vertex (links_ + vertex).
+  // ids first, then one memory per vertex (links_ + vertex), then the receiving sockets
+  // (sockets_ + socket).
   void add(std::size_t resource, double seconds) {
+    if (resource >= work_.size()) {
+      work_.resize(resource + 1, 0.0);
+      busy_.resize(resource + 1, 0.0);
+    }
     if (work_[resource] == 0) touched_.push_back(resource);
     work_[resource] += seconds;
   }
   std::size_t links_;
   std::vector<double> work_, busy_;
+  std::size_t sockets_ = work_.size();
   std::vector<std::size_t> touched_;
   // Routes by (source, destination, rail): thousands of exchanges reuse a few thousand routes.
   const std::vector<int>& route(const networks::Transfer& t) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <numbers>
 #include <random>
+#include <tuple>
 #include <unordered_map>
 
 #include "simulator/engine.hpp"
@@ -319,18 +320,35 @@ class DesStep {
 
   // A transfer between two vertices; `done` runs when it has arrived (at once for a vertex to
   // itself).
+  // `socket` >= 0: a receiving-socket resource the transfer also crosses if it crosses the
+  // network.
   void send(int src, int dst, double bytes, std::function<void()> done) {
+    send(src, dst, bytes, -1, std::move(done));
+  }
+  void send(int src, int dst, double bytes, int socket, std::function<void()> done) {
     if (src == dst || bytes <= 0) {
       done();
       return;
     }
     const auto& h = hop(src, dst);
-    net_->start_on(*h.route, bytes, to_time(h.alpha), h.cap, std::move(done));
+    const std::vector<int>* route = h.route;
+    if (socket >= 0 && h.network) {
+      const auto key = std::make_tuple(src, dst, socket);
+      auto it = socket_routes_.find(key);
+      if (it == socket_routes_.end()) {
+        std::vector<int> r = *h.route;
+        r.push_back(socket);
+        it = socket_routes_.emplace(key, &net_->intern(std::move(r))).first;
+      }
+      route = it->second;
+    }
+    net_->start_on(*route, bytes, to_time(h.alpha), h.cap, std::move(done));
   }
   // A message on the connection from `src` to `dst` that carries one message at a time, in the
   // order sent (PsOptions::ordered).
-  void send_ordered(int src, int dst, double bytes, std::function<void()> done) {
+  void send_ordered(int src, int dst, double bytes, int socket, std::function<void()> done) {
     auto& c = connections_[{src, dst}];
+    c.socket = socket;
     c.waiting.emplace_back(bytes, std::move(done));
     if (!c.busy) next_on_connection(src, dst);
   }
@@ -341,17 +359,29 @@ class DesStep {
     if (!c.busy) return;
     auto [bytes, done] = std::move(c.waiting.front());
     c.waiting.pop_front();
-    send(src, dst, bytes, [this, src, dst, done = std::move(done)] {
+    send(src, dst, bytes, c.socket, [this, src, dst, done = std::move(done)] {
       done();
       next_on_connection(src, dst);
     });
   }
-  void send_ps(const Exchange* x, int src, int dst, double bytes, std::function<void()> done) {
+  // `socket`: the receiving process (server s, or worker node servers + p), whose one socket
+  // all its network messages share under PsOptions::shared_receive.
+  void send_ps(const Exchange* x, int src, int dst, double bytes, int socket,
+               std::function<void()> done) {
     if (x->group.ps.ordered) {
-      send_ordered(src, dst, bytes, std::move(done));
+      send_ordered(src, dst, bytes, receive_socket(x, socket), std::move(done));
     } else {
-      send(src, dst, bytes, std::move(done));
+      send(src, dst, bytes, receive_socket(x, socket), std::move(done));
     }
+  }
+  // The flow-network resource of receiving socket `socket`, or -1 where sockets do not bound
+  // (no shared_receive, or a transport without a stream ceiling).
+  int receive_socket(const Exchange* x, int socket) {
+    const auto& stream = s_.topo->cluster().network.transport.stream_bandwidth;
+    if (!x->group.ps.shared_receive || !stream) return -1;
+    auto [it, added] = sockets_.try_emplace(socket, 0);
+    if (added) it->second = net_->add_resource(stream->value());
+    return it->second;
   }
   // Memory traffic of a sum in `vertex`'s memory.
   void sum(int vertex, double bytes, std::function<void()> done) {
@@ -387,7 +417,7 @@ class DesStep {
     for (std::size_t s = 0; s < x->servers.size(); ++s) {
       const auto& sv = x->servers[s];
       if (sv.bytes <= 0) continue;
-      send_ps(x, x->pushers[p].vertex, sv.vertex, sv.bytes, [this, x, s, W] {
+      send_ps(x, x->pushers[p].vertex, sv.vertex, sv.bytes, static_cast<int>(s), [this, x, s, W] {
         if (++x->arrived[s] < W) return;
         const auto& server = x->servers[s];
         sum(server.vertex, networks::reduce_traffic(server.bytes, W), [this, x, s] { pull(x, s); });
@@ -404,7 +434,8 @@ class DesStep {
     std::size_t holding = 0;
     for (const auto& other : x->servers) holding += other.bytes > 0 ? 1 : 0;
     for (std::size_t p = 0; p < x->pushers.size(); ++p) {
-      send_ps(x, sv.vertex, x->pushers[p].pull_vertex, sv.bytes, [this, x, p, holding] {
+      const int socket = static_cast<int>(x->servers.size() + p);
+      send_ps(x, sv.vertex, x->pushers[p].pull_vertex, sv.bytes, socket, [this, x, p, holding] {
         if (static_cast<std::size_t>(++x->pushers[p].pulled) == holding) scatter(x, p);
       });
     }
@@ -444,6 +475,7 @@ class DesStep {
     const std::vector<int>* route = nullptr;
     double alpha = 0;  // s: the route's link latencies and, across nodes, the message overhead
     double cap = kInfinity;  // B/s: across nodes, the most one connection moves
+    bool network = false;    // the route crosses the network
   };
   const Hop& hop(int src, int dst) {
     const auto key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(src)) << 32) |
@@ -454,6 +486,7 @@ class DesStep {
     s_.topo->route(src, dst, -1, route_);
     auto& h = it->second;
     if (s_.topo->path_class(route_) == hardware::PathClass::kNetwork) {
+      h.network = true;
       h.alpha = s_.topo->cluster().network.transport.message_overhead.value();
       if (const auto cap = s_.topo->per_flow_cap()) h.cap = cap->value();
     }
@@ -515,6 +548,7 @@ class DesStep {
   std::size_t live_exchanges_ = 0;  // parameter-server exchanges in flight
   struct Connection {
     bool busy = false;
+    int socket = -1;  // the receiving socket's resource, or -1
     std::deque<std::pair<double, std::function<void()>>> waiting;
   };
   std::map<std::pair<int, int>, Connection> connections_;
@@ -544,6 +578,8 @@ class DesStep {
   std::map<int, int> memory_;  // vertex -> its memory's resource id in the network
   std::vector<std::unique_ptr<Exchange>> exchanges_;
   std::unordered_map<std::uint64_t, Hop> hops_;  // by (src << 32 | dst)
+  std::map<int, int> sockets_;                   // receiving socket -> its resource id
+  std::map<std::tuple<int, int, int>, const std::vector<int>*> socket_routes_;
   std::vector<int> route_;
 };
 

@@ -45,6 +45,12 @@ class FlowNetwork {
     return *routes_.insert(std::move(links)).first;
   }
   std::size_t active() const { return flows_.size(); }
+  // A resource beyond the topology's links (a memory, a receiving socket) that flows may list
+  // in their routes; its id.
+  int add_resource(double capacity) {
+    capacity_.push_back(capacity);
+    return static_cast<int>(capacity_.size()) - 1;
+  }
   void add_observer(FlowObserver* o) { observers_.push_back(o); }
 
  private:

@@ -56,6 +56,8 @@ class Byteps : public FrameworkPolicy {
     p.ps.aggregation = networks::PsAggregation::kGpu;
     // ps-lite: one ZeroMQ connection per worker and server, messages in order.
     p.ps.ordered = true;
+    // ps-lite's ZeroMQ van: each process receives through one socket (zeromq/libzmq#3525).
+    p.ps.shared_receive = true;
     p.settings["ps_servers"] = std::to_string(p.ps.servers);
     p.settings["ps_placement"] = p.ps.colocated ? "colocated" : "dedicated";
     p.description = fmt::format(

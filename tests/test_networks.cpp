@@ -388,6 +388,45 @@ TEST_CASE("parameter_server_push_is_bound_by_the_busier_nic_side") {
   }
 }
 
+TEST_CASE("a_ps_lite_process_receives_one_streams_worth_from_all_its_peers") {
+  // ps-lite over ZeroMQ: one receiving socket per process moves about one TCP stream
+  // (zeromq/libzmq#3525), however many peers send. On hkbu-ipoib (100 Gbit/s IPoIB, 20 Gbit/s a
+  // stream) N worker nodes pushing S each to one dedicated server: the server's socket takes
+  // N S / 2.5 GB/s, where N separate connections alone would take S / 2.5 GB/s; the pull fills
+  // each worker's socket with S from the server. Without a stream ceiling (RDMA) the socket
+  // changes nothing.
+  const auto c = hardware::load_cluster("hkbu-ipoib");
+  const double S = 64e6, stream = 20e9 / 8;
+  for (int nodes : {2, 4}) {
+    Job job(c, 4 * nodes, std::nullopt, 1);
+    auto req = request(CollectiveOp::kAllReduce, S);
+    req.ps.aggregation = PsAggregation::kHost;
+    const auto phase = [](const CollectiveResult& r, const std::string& label) {
+      for (const auto& p : r.execution.phases) {
+        if (p.label == label) return p;
+      }
+      return networks::PhaseTime{};
+    };
+    const auto apart = run_collective(req, job.comm, "ps");
+    req.ps.shared_receive = true;
+    const auto shared = run_collective(req, job.comm, "ps");
+    CAPTURE(nodes);
+    const double alpha = phase(apart, "push gradients").time.value() - S / stream;
+    CHECK(alpha == doctest::Approx(20e-6).epsilon(0.25));  // 18 us per message + the route
+    CHECK(phase(shared, "push gradients").time.value() ==
+          doctest::Approx(alpha + nodes * S / stream).epsilon(1e-9));
+    CHECK(phase(shared, "push gradients").bottleneck.find("receiving socket") != std::string::npos);
+    CHECK(phase(shared, "pull parameters").time.value() ==
+          doctest::Approx(phase(apart, "pull parameters").time.value()).epsilon(1e-9));
+  }
+  Job rdma(hardware::load_cluster("hkbu-ib"), 8, std::nullopt, 1);
+  auto req = request(CollectiveOp::kAllReduce, S);
+  const auto apart = run_collective(req, rdma.comm, "ps");
+  req.ps.shared_receive = true;
+  CHECK(run_collective(req, rdma.comm, "ps").time.value() ==
+        doctest::Approx(apart.time.value()).epsilon(1e-12));
+}
+
 TEST_CASE("a_node_that_sums_before_it_pushes_sends_its_gradient_once") {
   // Local aggregation (TensorFlow, MXNet): 4 GPUs per node push once per node, so the server's
   // NIC takes N copies, not 4N.
