@@ -215,6 +215,20 @@ std::vector<int> oriented(const std::vector<int>& order, int entry, int exit, bo
   return best;
 }
 
+// A channel's way through a node without NVLink rings (positions into its ranks): in at
+// `entry`, through the others in rank order, out at `exit` (`exit` out of range or equal to
+// `entry`: the next position after `entry`).
+std::vector<int> pcie_chain(int size, int entry, int exit) {
+  if (entry >= size) entry = 0;
+  if (exit >= size || exit == entry) exit = (entry + 1) % size;
+  std::vector<int> pos{entry};
+  for (int p = 0; p < size; ++p) {
+    if (p != entry && p != exit) pos.push_back(p);
+  }
+  if (exit != entry) pos.push_back(exit);
+  return pos;
+}
+
 }  // namespace
 
 NcclTopology nccl_search(const Communicator& comm) {
@@ -286,6 +300,9 @@ NcclTopology nccl_search(const Communicator& comm) {
       double entry_bw = 0, exit_bw = 0;
       PathType type = PathType::kSys;
       bool own = false;  // the entry GPU's own NIC (the one NCCL pairs with it)
+      // Without NVLink rings: how often one channel crosses each link of the node (NIC to the
+      // entry GPU, the chain through the other GPUs, the exit GPU to the NIC).
+      std::map<int, int> links;
     };
     std::vector<Nic> nics;
     const auto& first = nodes.front();
@@ -342,6 +359,26 @@ NcclTopology nccl_search(const Communicator& comm) {
       nic.exit_bw = out_c.out;
       nic.type = std::max(in.type, out_c.type);
       nic.speed = std::min({nic.capacity, nic.entry_bw, nic.exit_bw});
+      if (first.size() > 1 && !(intra.front()->nvlink_cycles)) {
+        // NCCL's search takes a channel's speed from every link its path crosses, each time
+        // it crosses it (search.cc, ncclTopoFollowPath): a ring that enters and leaves the node
+        // through GPUs under one switch crosses that switch's uplink twice on its way around.
+        const auto chain = pcie_chain(static_cast<int>(first.size()), nic.entry, nic.exit);
+        const auto add = [&](int a, int b) {
+          route.clear();
+          topo.route(a, b, -1, route);
+          for (int id : route) ++nic.links[id];
+        };
+        add(nv, comm.rank_vertex[first[static_cast<std::size_t>(chain.front())]]);
+        for (std::size_t i = 0; i + 1 < chain.size(); ++i) {
+          add(comm.rank_vertex[first[static_cast<std::size_t>(chain[i])]],
+              comm.rank_vertex[first[static_cast<std::size_t>(chain[i + 1])]]);
+        }
+        add(comm.rank_vertex[first[static_cast<std::size_t>(chain.back())]], nv);
+        for (const auto& [id, count] : nic.links) {
+          nic.speed = std::min(nic.speed, topo.link(id).bandwidth.value() / count);
+        }
+      }
       nics.push_back(nic);
     }
     PathType best_type = PathType::kNet;
@@ -367,7 +404,7 @@ NcclTopology nccl_search(const Communicator& comm) {
     std::stable_sort(rails.begin(), rails.end(),
                      [](const Nic* a, const Nic* b) { return a->own && !b->own; });
     // Round robin over the rails while every NIC and GPU path has room for one more channel.
-    std::map<int, double> nic_load, in_load, out_load;
+    std::map<int, double> nic_load, in_load, out_load, link_load;
     std::vector<const Nic*> channel_rail;
     bool added = true;
     while (added && static_cast<int>(channel_rail.size()) < std::min(fit, max_search)) {
@@ -376,9 +413,13 @@ NcclTopology nccl_search(const Communicator& comm) {
         if (static_cast<int>(channel_rail.size()) >= std::min(fit, max_search)) break;
         const double eps = 1 + 1e-9;
         if (nic_load[n->index] + s > n->capacity * eps ||
-            in_load[n->entry] + s > n->entry_bw * eps || out_load[n->exit] + s > n->exit_bw * eps) {
+            in_load[n->entry] + s > n->entry_bw * eps || out_load[n->exit] + s > n->exit_bw * eps ||
+            std::any_of(n->links.begin(), n->links.end(), [&](const auto& l) {
+              return link_load[l.first] + l.second * s > topo.link(l.first).bandwidth.value() * eps;
+            })) {
           continue;
         }
+        for (const auto& [id, count] : n->links) link_load[id] += count * s;
         nic_load[n->index] += s;
         in_load[n->entry] += s;
         out_load[n->exit] += s;
@@ -429,11 +470,7 @@ NcclTopology nccl_search(const Communicator& comm) {
                            false);
           }
         } else {
-          pos.push_back(entry);
-          for (int p = 0; p < size; ++p) {
-            if (p != entry && p != exit) pos.push_back(p);
-          }
-          pos.push_back(exit);
+          pos = pcie_chain(size, entry, exit);
         }
         for (int p : pos) order.push_back(ranks[static_cast<std::size_t>(p)]);
       }

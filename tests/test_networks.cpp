@@ -12,6 +12,7 @@
 #include "common/hostlist.hpp"
 #include "hardware/loader.hpp"
 #include "networks/collective.hpp"
+#include "networks/nccl.hpp"
 
 using namespace dlsim;
 using namespace dlsim::networks;
@@ -386,6 +387,21 @@ TEST_CASE("parameter_server_push_is_bound_by_the_busier_nic_side") {
             doctest::Approx(3.5e-6 + std::max(S, workers * S / k) / 10e9).epsilon(1e-9));
     }
   }
+}
+
+TEST_CASE("a_ring_through_a_pcie_node_is_charged_every_link_it_crosses") {
+  // hkbu-ib: 4 GPUs per node under two PCIe switches (one per socket), the NIC on socket 0. A
+  // channel enters at gpu0 and leaves at gpu1, both under plx0, and in between visits gpu2 and
+  // gpu3 under plx1: it crosses the plx0 -> cpu0 uplink twice (gpu0 -> gpu2, gpu1 -> nic0), so
+  // NCCL's search (search.cc, ncclTopoFollowPath subtracting the speed on every link each
+  // time) leaves it half of the link's 12.0 GB/s (15.75 GB/s x 0.762): 6.0 GB/s, one channel.
+  Job job(hardware::load_cluster("hkbu-ib"), 16);
+  const auto t = nccl_search(job.comm);
+  CHECK(t.ring.channels == 1);
+  CHECK(t.ring.bw_inter == doctest::Approx(6e9).epsilon(1e-9));
+  const auto& ring = t.ring.rings.front();
+  REQUIRE(ring.size() == 16);
+  CHECK(std::vector<int>(ring.begin(), ring.begin() + 4) == std::vector<int>{0, 2, 3, 1});
 }
 
 TEST_CASE("a_ps_lite_process_receives_one_streams_worth_from_all_its_peers") {
