@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "calibrate/fit.hpp"
+#include "calibrate/profile.hpp"
 #include "common/error.hpp"
 
 namespace cal = dlsim::calibrate;
@@ -127,4 +128,51 @@ TEST_CASE("saturating: rate = R x / (x + h) is recovered from noiseless points")
   CHECK(f.half == doctest::Approx(5e8).epsilon(1e-9));
   CHECK(f.worst_relative_error < 1e-9);
   CHECK(f.at(5e8) == doctest::Approx(1e12));
+}
+
+namespace {
+
+// Point-to-point bandwidth between two nodes: `pairs` connections in parallel, moving `rate`
+// B/s together after 20 us per message (osu_bw for one pair, osu_mbw_mr for several).
+std::vector<cal::Measurement> p2p_bandwidth(int pairs, double rate) {
+  std::vector<cal::Measurement> out;
+  for (double b : sizes(64 * 1024, 8 << 20)) {
+    cal::Measurement m;
+    m.op = "p2p_bandwidth";
+    m.backend = "mpi";
+    m.ranks = 2 * pairs;
+    m.nodes = 2;
+    m.bytes = b * pairs;
+    m.samples_s = {20e-6 + m.bytes / rate};
+    if (pairs > 1) m.params["pairs"] = std::to_string(pairs);
+    out.push_back(m);
+  }
+  return out;
+}
+
+cal::FittedProfile fit_network(double one, double eight) {
+  cal::Results r;
+  r.provenance.tool = "test";
+  r.measurements = p2p_bandwidth(1, one);
+  const auto more = p2p_bandwidth(8, eight);
+  r.measurements.insert(r.measurements.end(), more.begin(), more.end());
+  cal::ProfileOptions o;
+  o.base = "hkbu-ipoib";
+  o.name = "fitted";
+  return cal::fit_profile({r}, o);
+}
+
+}  // namespace
+
+TEST_CASE("profile: one stream below what parallel pairs move together is a stream ceiling") {
+  // Kernel TCP over 100 Gbit/s IPoIB (12.5 GB/s line rate): one pair 1.9 GB/s, eight pairs
+  // 11 GB/s together. The link's efficiency comes from the pairs (11 / 12.5 = 0.88), the one
+  // connection's ceiling from the single pair.
+  const auto tcp = fit_network(1.9e9, 11e9);
+  CHECK(tcp.yaml.find("stream_bandwidth: \"1.9000GB/s\"") != std::string::npos);
+  CHECK(tcp.yaml.find("efficiency: 0.8800") != std::string::npos);
+  // RDMA: one pair fills the link (within 10 % of the pairs): no ceiling.
+  const auto rdma = fit_network(11.5e9, 11.8e9);
+  CHECK(rdma.yaml.find("stream_bandwidth") == std::string::npos);
+  CHECK(rdma.yaml.find("efficiency: 0.9440") != std::string::npos);
 }
