@@ -1,6 +1,7 @@
 #include "calibrate/profile.hpp"
 
 #include <fmt/format.h>
+#include <tuple>
 
 #include <algorithm>
 #include <map>
@@ -329,6 +330,87 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
             : s.bytes.back() / big.time(s.bytes.back()) * bus_factor(s.op, s.ranks) / 1e9,
         big.min_bytes, big.max_bytes, f.fit.regimes.size(), f.fit.worst_relative_error() * 100));
   }
+  // ---- layer tables: a model's layers and update through libtorch (run torch) ----
+  {
+    const auto stat = [&](const Measurement& m) {
+      return o.statistic == Statistic::kMin ? m.min_s() : m.median_s();
+    };
+    const auto param = [](const Measurement& m, const char* key) {
+      const auto it = m.params.find(key);
+      if (it == m.params.end()) {
+        fail_at({}, "RESULTS", fmt::format("a {} record without params.{}", m.op, key));
+      }
+      return it->second;
+    };
+    // (signature, batch, threads) -> (forward, backward) in s.
+    std::map<std::tuple<std::string, std::string, std::string>, std::pair<double, double>> layers;
+    std::vector<std::string> updates;
+    std::set<std::string> threads, models;
+    for (const auto& m : ms) {
+      if (m.backend != "torch") continue;
+      if (m.op == "layer_forward" || m.op == "layer_backward") {
+        auto& e = layers[{m.shape, param(m, "batch"), param(m, "threads")}];
+        (m.op == "layer_forward" ? e.first : e.second) = stat(m);
+        threads.insert(param(m, "threads"));
+        models.insert(param(m, "model"));
+      } else if (m.op == "optimizer_update") {
+        updates.push_back(fmt::format(
+            "        - {{elements: {}, tensors: {}, threads: {}, time: {}}}\n",
+            param(m, "elements"), param(m, "tensors"), param(m, "threads"), us(stat(m))));
+      }
+    }
+    if (!layers.empty()) {
+      std::string y;
+      if (threads.size() > 1) {
+        out.warnings.push_back(fmt::format(
+            "layer tables at {} thread counts: the profile predicts at {} (set `threads` in the "
+            "profile's gpu for another)",
+            threads.size(), *threads.begin()));
+      }
+      y += fmt::format("    threads: {}\n", *threads.begin());
+      y += "    layers:\n";
+      std::string model_list;
+      for (const auto& m : models) model_list += (model_list.empty() ? "" : ", ") + m;
+      y += fmt::format(
+          "      source: {}\n",
+          q(fmt::format("dlcalibrate run torch ({}) in {}: each layer's forward and "
+                        "backward through libtorch, the {} over the timed steps",
+                        model_list, files, o.statistic == Statistic::kMin ? "minimum" : "median")));
+      y += "      entries:\n";
+      std::size_t half = 0;
+      for (const auto& [key, t] : layers) {
+        const auto& [signature, batch, thr] = key;
+        if (!(t.first > 0) || !(t.second > 0)) {
+          ++half;
+          continue;
+        }
+        y += fmt::format(
+            "        - {{layer: {}, batch: {}, threads: {}, forward: {}, backward: "
+            "{}}}\n",
+            q(signature), batch, thr, us(t.first), us(t.second));
+      }
+      if (half > 0) {
+        out.warnings.push_back(fmt::format(
+            "{} layer(s) with only a forward or only a backward record are left out", half));
+      }
+      if (!updates.empty()) {
+        y += "      updates:\n";
+        for (const auto& u : updates) y += u;
+      }
+      out.report.push_back(fmt::format(
+          "layer table: {} layer entries of {} at {} thread(s), {} update(s): `dlsim predict` "
+          "takes these layers' times from it (fp32), the roofline elsewhere",
+          layers.size() - half, model_list, *threads.begin(), updates.size()));
+      if (gpu_yaml.empty()) {
+        out.warnings.push_back(
+            "layer tables without a `run cpu` sweep: layers missing from the table fall back to "
+            "the base device's roofline");
+        gpu_yaml = fmt::format("  gpu:\n    extends: {}\n", q(node.gpu.about.name));
+      }
+      gpu_yaml += y;
+    }
+  }
+
   if (gpu_yaml.empty() && network_yaml.empty() && host_yaml.empty()) {
     fail_at({}, "RESULTS",
             "nothing to fit: no compute or memory sweep and no point-to-point results between "

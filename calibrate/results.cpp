@@ -44,10 +44,11 @@ T get(const nlohmann::json& j, const char* key, const std::string& where) {
 
 const std::vector<std::string>& known_ops() {
   static const std::vector<std::string> ops = {
-      "allreduce", "allgather", "reducescatter", "broadcast",
-      "reduce",    "alltoall",  "p2p_latency",   "p2p_bandwidth",
-      "gemm",      "conv_fwd",  "conv_bwd_data", "conv_bwd_filter",
-      "copy",      "triad",     "launch",        "sendrecv"};
+      "allreduce",     "allgather",      "reducescatter",   "broadcast",
+      "reduce",        "alltoall",       "p2p_latency",     "p2p_bandwidth",
+      "gemm",          "conv_fwd",       "conv_bwd_data",   "conv_bwd_filter",
+      "copy",          "triad",          "launch",          "sendrecv",
+      "layer_forward", "layer_backward", "optimizer_update"};
   return ops;
 }
 

@@ -41,7 +41,9 @@ struct Provenance {
 struct Measurement {
   std::string op;       // allreduce, allgather, reducescatter, broadcast, reduce, alltoall,
                         // p2p_latency, p2p_bandwidth, gemm, conv_fwd, conv_bwd_data,
-                        // conv_bwd_filter, copy, triad, launch
+                        // conv_bwd_filter, copy, triad, launch; layer_forward and
+                        // layer_backward (a model layer's passes, shape = its
+                        // model::layer_signature), optimizer_update (a whole model's)
   std::string backend;  // mpi, nccl, cpu, cuda
   int ranks = 1;
   int nodes = 1;

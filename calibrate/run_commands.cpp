@@ -19,6 +19,7 @@
 #include "calibrate/bench_nccl.hpp"
 #endif
 #include "calibrate/driver.hpp"
+#include "calibrate/torch_run.hpp"
 #include "common/error.hpp"
 #include "common/units.hpp"
 
@@ -105,6 +106,56 @@ void add_run_cpu(CLI::App& run, const std::string& command_line) {
   });
 }
 
+void add_run_torch(CLI::App& run, const std::string& command_line) {
+  auto* c = run.add_subcommand(
+      "torch",
+      "A model's training step through libtorch (PyTorch's kernels), timed layer by layer");
+  struct Opt {
+    std::string model = "resnet18";
+    std::string batch = "8";
+    int threads = 1, iters = 10, warmup = 3;
+    std::uint64_t seed = 1;
+    std::string out;
+  };
+  auto o = std::make_shared<Opt>();
+  c->add_option("--model", o->model, "Zoo model or model file")->capture_default_str();
+  c->add_option("--batch", o->batch, "Batch sizes, comma-separated (e.g. 8,16)")
+      ->capture_default_str();
+  c->add_option("--threads", o->threads, "Intra-op threads (torch.set_num_threads)")
+      ->capture_default_str();
+  c->add_option("-n,--iters", o->iters, "Timed steps per batch size")->capture_default_str();
+  c->add_option("-w,--warmup", o->warmup, "Untimed steps first")->capture_default_str();
+  c->add_option("--seed", o->seed, "Seed of the parameters and data")->capture_default_str();
+  c->add_option("-o,--output", o->out, "Results file (JSON Lines)")->required();
+  c->callback([o, command_line] {
+    if (o->out == "-") fail_at({}, "--output", "needs a file");
+    TorchRunOptions t;
+    t.model = o->model;
+    t.batches.clear();
+    for (const auto& b : split_list(o->batch)) {
+      std::int64_t v = 0;
+      try {
+        std::size_t used = 0;
+        v = std::stoll(b, &used);
+        if (used != b.size()) v = 0;
+      } catch (const std::exception&) {
+        v = 0;
+      }
+      if (v < 1 || v > 65536) {
+        fail_at({}, "--batch", fmt::format("'{}' is not a batch size in 1..65536", b));
+      }
+      t.batches.push_back(v);
+    }
+    if (t.batches.empty()) fail_at({}, "--batch", "needs at least one batch size");
+    t.threads = o->threads;
+    t.iters = o->iters;
+    t.warmup = o->warmup;
+    t.seed = o->seed;
+    const auto n = run_torch(t, o->out, command_line, &std::cerr);
+    std::cerr << fmt::format("dlcalibrate: {} records measured into {}\n", n, o->out);
+  });
+}
+
 // A `run` subcommand this build lacks: it takes any arguments and fails with one line saying how
 // to build it.
 [[maybe_unused]] void add_unavailable(CLI::App& run, const char* name, const char* help,
@@ -120,6 +171,7 @@ void add_run_commands(CLI::App& app, const std::string& command_line) {
   auto* run = app.add_subcommand("run", "Measure this machine and stream a results file");
   run->require_subcommand(1);
   add_run_cpu(*run, command_line);
+  add_run_torch(*run, command_line);
 #ifdef DLSIM_HAVE_MPI
   add_run_mpi(*run, command_line);
 #else

@@ -241,6 +241,52 @@ GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
     if (!(v >= 0 && v <= 0.5)) c.fail(fmt::format("must be in [0, 0.5], got {}", v));
     return v;
   });
+  const auto thread_count = [](const ConfigNode& c) {
+    const auto v = c.as<std::int64_t>();
+    if (v < 1 || v > 4096) c.fail(fmt::format("must be a thread count in 1..4096, got {}", v));
+    return static_cast<int>(v);
+  };
+  const auto positive_time = [](const ConfigNode& c) {
+    const Seconds t = seconds(c);
+    if (!(t.value() > 0)) c.fail("must be a positive time");
+    return t;
+  };
+  if (n.has("threads")) g.threads = thread_count(n.child("threads"));
+  if (n.has("layers")) {
+    const auto t = n.child("layers");
+    if (!t.is_map()) t.fail("must be a mapping with source and entries");
+    g.kernels_source = text(t.child("source"));
+    g.kernels.clear();
+    g.updates.clear();
+    for (const auto& e : t.child("entries").elements()) {
+      KernelEntry k;
+      k.layer = text(e.child("layer"));
+      const auto b = e.child("batch").as<std::int64_t>();
+      if (b < 1 || b > (std::int64_t{1} << 24)) e.child("batch").fail("must be in 1..2^24");
+      k.batch = b;
+      k.threads = thread_count(e.child("threads"));
+      k.forward = positive_time(e.child("forward"));
+      k.backward = positive_time(e.child("backward"));
+      e.finish();
+      g.kernels.push_back(std::move(k));
+    }
+    if (t.has("updates")) {
+      for (const auto& e : t.child("updates").elements()) {
+        UpdateEntry u;
+        u.elements = e.child("elements").as<std::int64_t>();
+        u.tensors = e.child("tensors").as<std::int64_t>();
+        if (u.elements < 1) e.child("elements").fail("must be at least 1");
+        if (u.tensors < 1 || u.tensors > u.elements) {
+          e.child("tensors").fail("must be in 1..elements");
+        }
+        u.threads = thread_count(e.child("threads"));
+        u.time = positive_time(e.child("time"));
+        e.finish();
+        g.updates.push_back(u);
+      }
+    }
+    t.finish();
+  }
   n.finish();
   return g;
 }

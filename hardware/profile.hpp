@@ -32,6 +32,25 @@ struct EfficiencyCurve {
   double at(double x) const { return x <= 0 ? 0.0 : max * x / (x + half); }
 };
 
+// One layer's measured times on this device (dlcalibrate run torch): the forward pass and the
+// backward pass (input and weight gradients) of a layer with this model::LayerStats signature
+// at this batch, fp32, with `threads` intra-op threads.
+struct KernelEntry {
+  std::string layer;  // model::layer_signature
+  std::int64_t batch = 1;
+  int threads = 1;
+  Seconds forward, backward;
+};
+
+// The optimizer step measured over a whole model's parameters (SGD with momentum, fp32): one
+// update of `elements` parameters in `tensors` tensors.
+struct UpdateEntry {
+  std::int64_t elements = 0;
+  std::int64_t tensors = 0;
+  int threads = 1;
+  Seconds time;
+};
+
 struct GpuSpec {
   Provenance about;
   std::map<std::string, FlopRate> peak;  // dense peak by precision: fp64, fp32, tf32, fp16, bf16
@@ -48,6 +67,12 @@ struct GpuSpec {
   // CUDA compute capability x 10 (70 V100, 80 A100, 90 H100); 0 when the profile does not say.
   // NCCL's tuner reads it (which rows of its tables, whether LL128 is safe).
   int compute_capability = 0;
+  // Measured layer and update times (docs/calibrate.md, "Layer tables"); the cost model uses
+  // them where a layer's signature, batch and threads match, the roofline elsewhere.
+  std::vector<KernelEntry> kernels;
+  std::vector<UpdateEntry> updates;
+  std::string kernels_source;  // where the tables come from
+  int threads = 1;             // intra-op threads of the runs the prediction is for
 
   // Peak for arithmetic in `p` (fp16/bf16 fall back to fp32 where the GPU lacks them).
   FlopRate peak_for(Precision p) const;

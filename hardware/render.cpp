@@ -114,6 +114,15 @@ void print(Printer& p, const GpuSpec& g) {
   p.seconds("kernel_launch", g.kernel_launch);
   p.count("step_jitter", g.step_jitter);
   if (g.compute_capability > 0) p.count("compute_capability", g.compute_capability);
+  if (!g.kernels.empty() || g.threads != 1) p.count("threads", g.threads);
+  if (!g.kernels.empty() || !g.updates.empty()) {
+    // The tables in summary: every entry is in the profile file.
+    p.begin("layers");
+    p.text("source", g.kernels_source);
+    p.count("entries", static_cast<double>(g.kernels.size()));
+    p.count("updates", static_cast<double>(g.updates.size()));
+    p.end();
+  }
 }
 
 void print(Printer& p, const NodeSpec& n) {

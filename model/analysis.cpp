@@ -40,6 +40,7 @@ ModelStats analyze(const LayerGraph& graph, std::int64_t batch, Precision precis
     ls.vertex = v;
     ls.name = l.name;
     ls.op = l.op->kind();
+    ls.signature = layer_signature(graph, v);
     ls.output_shape = l.output.shape;
     ls.output_shape.insert(ls.output_shape.begin(), batch);
 
@@ -158,6 +159,18 @@ nlohmann::json to_json(const ModelStats& s, const LayerGraph& graph) {
           {"activation_bytes", s.activation_bytes.value()},
           {"gradients", grads},
           {"layers", layers}};
+}
+
+std::string layer_signature(const LayerGraph& graph, LayerGraph::Vertex v) {
+  const Layer& l = graph.layer(v);
+  std::string out = l.op->kind() + " " + l.op->attributes().dump();
+  for (auto u : l.inputs) {
+    const auto& in = graph.layer(u);
+    out += " in=" + to_string(in.output.shape) + (in.requires_grad ? "g" : "");
+    if (in.output.dtype == DType::kInt64) out += "i64";
+  }
+  out += " out=" + to_string(l.output.shape);
+  return out;
 }
 
 }  // namespace dlsim::model

@@ -20,6 +20,10 @@ struct LayerStats {
   LayerGraph::Vertex vertex;
   std::string name;
   std::string op;
+  // What the layer computes, per sample, independent of its name and batch: the op, its
+  // attributes, every input's shape and whether it needs a gradient, the output's shape
+  // (layer_signature). Measured kernel tables are keyed by it (hardware::KernelEntry).
+  std::string signature;
   Shape output_shape;       // with the batch dimension first
   std::int64_t params = 0;  // learnable elements owned by this layer (tied ones excluded)
   double forward_macs = 0;
@@ -62,6 +66,10 @@ struct ModelStats {
 
 // `batch` must be positive (an InputError otherwise).
 ModelStats analyze(const LayerGraph& graph, std::int64_t batch, Precision precision);
+
+// LayerStats::signature of layer `v`, e.g.
+// "conv2d {\"bias\":false,...} in=[64,56,56]g out=[64,56,56]" (g: the input needs a gradient).
+std::string layer_signature(const LayerGraph& graph, LayerGraph::Vertex v);
 
 // The JSON of `dlsim model show` (schema in docs/model.md).
 nlohmann::json to_json(const ModelStats& stats, const LayerGraph& graph);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "common/error.hpp"
@@ -70,6 +71,36 @@ bool is_conv(const std::string& op) { return op == "conv2d"; }
 
 }  // namespace
 
+std::optional<std::pair<Seconds, Seconds>> measured_layer(const hardware::GpuSpec& gpu,
+                                                          const std::string& signature,
+                                                          std::int64_t batch) {
+  std::vector<const hardware::KernelEntry*> at;  // this layer at the profile's threads
+  for (const auto& k : gpu.kernels) {
+    if (k.threads == gpu.threads && k.layer == signature) {
+      if (k.batch == batch) return std::make_pair(k.forward, k.backward);
+      at.push_back(&k);
+    }
+  }
+  if (at.empty()) return std::nullopt;
+  const auto b = static_cast<double>(batch);
+  std::sort(at.begin(), at.end(), [b](const auto* x, const auto* y) {
+    const double dx = std::abs(static_cast<double>(x->batch) - b);
+    const double dy = std::abs(static_cast<double>(y->batch) - b);
+    return dx != dy ? dx < dy : x->batch < y->batch;
+  });
+  if (at.size() == 1) {
+    const double f = b / static_cast<double>(at[0]->batch);
+    return std::make_pair(at[0]->forward * f, at[0]->backward * f);
+  }
+  const auto& p = *at[0];
+  const auto& q = *at[1];
+  const double w = (b - static_cast<double>(p.batch)) / static_cast<double>(q.batch - p.batch);
+  const auto line = [w](Seconds y0, Seconds y1) {
+    return Seconds(std::max(0.0, y0.value() + w * (y1.value() - y0.value())));
+  };
+  return std::make_pair(line(p.forward, q.forward), line(p.backward, q.backward));
+}
+
 ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::GpuSpec& gpu,
                                const ComputeOptions& options) {
   // GEMM-like kernels (conv, linear, matmul) use tensor cores in fp16 and amp; everything else
@@ -87,10 +118,20 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
   std::map<model::LayerGraph::Vertex, std::size_t> index;
   for (std::size_t i = 0; i < stats.layers.size(); ++i) index[stats.layers[i].vertex] = i;
   p.layers.resize(stats.layers.size());
+  // Measured layer times stand for fp32 runs at the profile's thread count.
+  const bool tables = options.precision == TrainingPrecision::kFp32 && !gpu.kernels.empty();
   for (std::size_t i = 0; i < stats.layers.size(); ++i) {
     const auto& l = stats.layers[i];
     auto& t = p.layers[i];
     p.layer_names.push_back(l.name);
+    if (tables) {
+      if (const auto m = measured_layer(gpu, l.signature, stats.batch)) {
+        t.forward = m->first;
+        t.backward = m->second;
+        ++p.measured_layers;
+        continue;
+      }
+    }
     t.forward = time(l, l.forward_flops, l.forward_read_bytes + l.forward_write_bytes);
     // Input and weight gradients are separate kernels; their traffic is split by FLOP share.
     const Bytes traffic = l.backward_read_bytes + l.backward_write_bytes;
@@ -113,6 +154,17 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
     p.update +=
         kernel_time(Flops(0), Bytes(per_param * static_cast<double>(g.elements)), vector_peak,
                     gpu.gemm, gpu.memory_bandwidth, gpu.memory, gpu.kernel_launch);
+  }
+  if (options.optimizer == Optimizer::kMomentum && options.precision == TrainingPrecision::kFp32) {
+    std::int64_t elements = 0;
+    for (const auto& g : stats.gradients) elements += g.elements;
+    const auto tensors = static_cast<std::int64_t>(stats.gradients.size());
+    for (const auto& u : gpu.updates) {
+      if (u.threads == gpu.threads && u.elements == elements && u.tensors == tensors) {
+        p.update = u.time;
+        p.measured_update = true;
+      }
+    }
   }
   for (const auto& t : p.layers) {
     p.forward += t.forward;

@@ -48,6 +48,10 @@ struct ComputeProfile {
   Seconds forward, backward;           // sums over layers
   Seconds update;                      // optimizer step over every parameter
   double scale = 1;                    // the anchor's factor applied to every time (1: none)
+  // Layers whose times come from the device's measured layer table (hardware::KernelEntry),
+  // and whether the update does; the rest is the roofline.
+  int measured_layers = 0;
+  bool measured_update = false;
   Seconds step() const { return forward + backward + update; }
 };
 
@@ -58,6 +62,14 @@ struct ComputeOptions {
   // batch / step() equals it.
   std::optional<double> anchor_throughput;
 };
+
+// A layer's measured (forward, backward) times at `batch` from `gpu`'s table at its threads:
+// the entry of that batch, else the straight line through the two nearest measured batches
+// (a layer's time is affine in the batch), else one batch's times scaled by batch / its batch;
+// nothing where the table has no entry for the signature.
+std::optional<std::pair<Seconds, Seconds>> measured_layer(const hardware::GpuSpec& gpu,
+                                                          const std::string& signature,
+                                                          std::int64_t batch);
 
 // `stats` must have been analysed at activation_precision(options.precision).
 ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::GpuSpec& gpu,

@@ -401,6 +401,14 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
       "compute per GPU: forward {} + backward {} + update {} at batch {} in {} on {}{}",
       ms(p.forward_s), ms(p.backward_s), ms(p.update_s), batch, p.precision, node0.gpu.about.name,
       p.anchor_scale != 1 ? fmt::format(" (scaled x{:.3f} to the anchor)", p.anchor_scale) : ""));
+  if (setup.compute.measured_layers > 0 || setup.compute.measured_update) {
+    p.why.push_back(fmt::format(
+        "compute from measurement: {} of {} layers{} from the profile's layer table at {} "
+        "thread(s) ({}), the rest from the roofline",
+        setup.compute.measured_layers, setup.compute.layers.size(),
+        setup.compute.measured_update ? " and the update" : "", node0.gpu.threads,
+        node0.gpu.kernels_source));
+  }
   if (o.gpus > 1) {
     p.why.push_back(fmt::format("gradients: {} in {} tensors, {} collectives per step; {}",
                                 format_bytes(Bytes(p.gradient_bytes)), job.gradient_bytes.size(),

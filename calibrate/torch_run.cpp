@@ -1,0 +1,136 @@
+#include "calibrate/torch_run.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <ostream>
+
+#include "calibrate/driver.hpp"
+#include "calibrate/results.hpp"
+#include "calibrate/torch_step.hpp"
+#include "common/error.hpp"
+#include "model/analysis.hpp"
+#include "model/loader.hpp"
+
+namespace dlsim::calibrate {
+
+std::size_t run_torch(const TorchRunOptions& o, const std::string& path,
+                      const std::string& command_line, std::ostream* log) {
+  if (o.threads < 1 || o.threads > 4096) {
+    fail_at({}, "--threads", fmt::format("must be in 1..4096, got {}", o.threads));
+  }
+  if (o.iters < 1) fail_at({}, "--iters", fmt::format("must be at least 1, got {}", o.iters));
+  if (o.warmup < 0) fail_at({}, "--warmup", fmt::format("must not be negative, got {}", o.warmup));
+  if (std::error_code ec; std::filesystem::exists(path, ec)) {
+    fail_at({path}, "", "already exists (choose another name)");
+  }
+  if (!have_torch()) make_torch_step(model::LayerGraph(""), 1, 0, 1);  // says what to install
+  const auto graph = model::load_model(o.model);
+
+  Provenance prov = host_provenance(command_line);
+  prov.versions["libtorch"] = torch_version();
+  prov.notes.push_back(fmt::format(
+      "libtorch step of {}: every layer's ATen call at the model's shapes, float32, {} intra-op "
+      "thread(s); {} untimed then {} timed steps per batch size; each layer's forward and "
+      "backward timed on its own (its inputs enter as leaves), wall clock",
+      graph.name(), o.threads, o.warmup, o.iters));
+  ResultsWriter out(path, prov);
+  std::size_t written = 0;
+  for (const auto batch : o.batches) {
+    auto step = make_torch_step(graph, batch, o.seed, o.threads);
+    const auto stats = model::analyze(graph, batch, Precision::kFp32);
+    const auto none = [](int) {};
+    for (int i = 0; i < o.warmup; ++i) {
+      step->forward();
+      step->backward(none);
+      step->update(1.0f);
+    }
+    // Each timed step's per-layer times: the sums after it minus those before.
+    std::vector<std::vector<double>> fwd(stats.layers.size()), bwd(stats.layers.size());
+    std::vector<double> update_s;
+    step->start_layer_timing();
+    std::vector<LayerTime> before = step->layer_times();
+    for (int i = 0; i < o.iters; ++i) {
+      step->forward();
+      step->backward(none);
+      const auto t0 = std::chrono::steady_clock::now();
+      step->update(1.0f);
+      update_s.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      const auto after = step->layer_times();
+      for (std::size_t l = 0; l < after.size(); ++l) {
+        fwd[l].push_back(after[l].forward_s - before[l].forward_s);
+        bwd[l].push_back(after[l].backward_s - before[l].backward_s);
+      }
+      before = after;
+    }
+    // One record per distinct layer: the layers of one signature run the same kernels, so
+    // their samples are pooled (the median per step of the per-layer times).
+    std::map<std::string, std::vector<std::size_t>> by_signature;
+    for (std::size_t l = 0; l < stats.layers.size(); ++l) {
+      const auto& ls = stats.layers[l];
+      if (ls.op == "input") continue;
+      by_signature[ls.signature].push_back(l);
+    }
+    for (const auto& [signature, layers] : by_signature) {
+      const auto& first = stats.layers[layers.front()];
+      for (const bool forward : {true, false}) {
+        Measurement m;
+        m.op = forward ? "layer_forward" : "layer_backward";
+        m.backend = "torch";
+        m.shape = signature;
+        m.flops = (forward ? first.forward_flops : first.backward_flops()).value();
+        for (int i = 0; i < o.iters; ++i) {
+          double sum = 0;
+          for (auto l : layers) sum += (forward ? fwd : bwd)[l][static_cast<std::size_t>(i)];
+          m.samples_s.push_back(sum / static_cast<double>(layers.size()));
+        }
+        m.params["batch"] = std::to_string(batch);
+        m.params["threads"] = std::to_string(o.threads);
+        m.params["model"] = graph.name();
+        m.params["layer"] = first.name;
+        m.params["op_kind"] = first.op;
+        m.params["instances"] = std::to_string(layers.size());
+        out.add(m);
+        ++written;
+      }
+    }
+    Measurement u;
+    u.op = "optimizer_update";
+    u.backend = "torch";
+    std::int64_t elements = 0;
+    for (const auto& g : stats.gradients) elements += g.elements;
+    u.bytes = 4.0 * static_cast<double>(elements);
+    u.shape = fmt::format("sgd momentum elements={} tensors={}", elements, stats.gradients.size());
+    u.samples_s = update_s;
+    u.params["batch"] = std::to_string(batch);
+    u.params["threads"] = std::to_string(o.threads);
+    u.params["model"] = graph.name();
+    u.params["elements"] = std::to_string(elements);
+    u.params["tensors"] = std::to_string(stats.gradients.size());
+    out.add(u);
+    ++written;
+    if (log) {
+      double f = 0, b = 0;
+      for (std::size_t l = 0; l < fwd.size(); ++l) {
+        for (double x : fwd[l]) f += x;
+        for (double x : bwd[l]) b += x;
+      }
+      double up = 0;
+      for (double x : update_s) up += x;
+      *log << fmt::format(
+          "dlcalibrate: {} batch {}: forward {:.1f} ms, backward {:.1f} ms, update {:.1f} ms per "
+          "step ({}; mean of {} steps)\n",
+          graph.name(), batch, 1e3 * f / o.iters, 1e3 * b / o.iters, 1e3 * up / o.iters,
+          step->device(), o.iters);
+    }
+  }
+  Provenance end;
+  end.load_after = load_average();
+  out.finish(end);
+  return written;
+}
+
+}  // namespace dlsim::calibrate

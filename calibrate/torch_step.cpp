@@ -1,0 +1,509 @@
+#include "calibrate/torch_step.hpp"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+#include "model/analysis.hpp"
+
+namespace dlsim::calibrate {
+namespace {
+
+enum class Kind {
+  kInput,
+  kConv,
+  kLinear,
+  kMatmul,
+  kEmbedding,
+  kScores,
+  kContext,
+  kActivation,
+  kDropout,
+  kAdd,
+  kConcat,
+  kSoftmax,
+  kLoss,
+  kBatchNorm,
+  kLayerNorm,
+  kMaxPool,
+  kAvgPool,
+  kAdaptivePool,
+  kLrn,
+  kView,
+};
+
+const std::map<std::string, Kind>& kinds() {
+  static const std::map<std::string, Kind> k = {
+      {"input", Kind::kInput},
+      {"conv2d", Kind::kConv},
+      {"linear", Kind::kLinear},
+      {"matmul", Kind::kMatmul},
+      {"embedding", Kind::kEmbedding},
+      {"attention_scores", Kind::kScores},
+      {"attention_context", Kind::kContext},
+      {"relu", Kind::kActivation},
+      {"relu6", Kind::kActivation},
+      {"sigmoid", Kind::kActivation},
+      {"tanh", Kind::kActivation},
+      {"gelu", Kind::kActivation},
+      {"silu", Kind::kActivation},
+      {"dropout", Kind::kDropout},
+      {"add", Kind::kAdd},
+      {"concat", Kind::kConcat},
+      {"softmax", Kind::kSoftmax},
+      {"softmax_cross_entropy", Kind::kLoss},
+      {"batchnorm", Kind::kBatchNorm},
+      {"layernorm", Kind::kLayerNorm},
+      {"maxpool", Kind::kMaxPool},
+      {"avgpool", Kind::kAvgPool},
+      {"adaptive_avgpool", Kind::kAdaptivePool},
+      {"global_avgpool", Kind::kAdaptivePool},
+      {"lrn", Kind::kLrn},
+      {"flatten", Kind::kView},
+  };
+  return k;
+}
+
+std::vector<std::int64_t> with_batch(std::int64_t batch, const model::Shape& s) {
+  std::vector<std::int64_t> out{batch};
+  out.insert(out.end(), s.begin(), s.end());
+  return out;
+}
+
+std::vector<std::int64_t> ints(const nlohmann::json& j) {
+  return j.get<std::vector<std::int64_t>>();
+}
+
+// A per-sample axis (negative from the end) as an axis of the batched tensor.
+std::int64_t batched_axis(std::int64_t axis) { return axis >= 0 ? axis + 1 : axis; }
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct Param {
+  at::Tensor value;     // requires grad; a tied one is its owner's tensor
+  at::Tensor grad;      // persistent (the exchange reads it in place); undefined when tied
+  at::Tensor momentum;  // undefined when tied
+  std::size_t owner_layer = SIZE_MAX, owner_index = 0;  // a tied tensor's owner
+  bool written = false;                                 // grad holds this step's gradient
+};
+
+struct LayerState {
+  Kind kind = Kind::kInput;
+  std::string op;
+  nlohmann::json attrs;
+  std::vector<Param> params;
+  std::vector<int> gradient_indices;  // sorted
+  at::Tensor out;                     // this step's output, its graph rooted at `leaves`
+  std::vector<at::Tensor> leaves;     // inputs that need a gradient, detached
+  std::vector<std::size_t> leaf_source;
+  at::Tensor grad;                       // gradient of `out`, summed over consumers
+  at::Tensor labels;                     // loss targets
+  at::Tensor running_mean, running_var;  // batchnorm's statistics, updated as torch.nn's are
+  double forward_s = 0, backward_s = 0;
+};
+
+class TorchStep final : public TrainingStep {
+ public:
+  TorchStep(const model::LayerGraph& graph, std::int64_t batch, std::uint64_t seed, int threads)
+      : graph_(graph), batch_(batch), threads_(threads) {
+    if (threads < 1) fail_at({}, "--threads", fmt::format("must be at least 1, got {}", threads));
+    at::set_num_threads(threads);
+    torch::manual_seed(seed);
+    build();
+  }
+
+  void forward() override {
+    for (auto v : graph_.order()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      forward(v);
+      if (timing_) layers_[v].forward_s += since(t0);
+    }
+  }
+
+  void backward(const std::function<void(int)>& ready) override {
+    for (auto& s : layers_) {
+      s.grad = at::Tensor();
+      for (auto& p : s.params) p.written = false;
+    }
+    const auto& order = graph_.order();
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const auto v = *it;
+      const auto t0 = std::chrono::steady_clock::now();
+      backward(v);
+      if (timing_) layers_[v].backward_s += since(t0);
+      for (int g : layers_[v].gradient_indices) ready(g);
+    }
+  }
+
+  void update(float scale) override {
+    // torch.optim.SGD(lr, momentum=0.9) on the CPU in 1.13 (_single_tensor_sgd): the momentum
+    // buffer times 0.9 plus the gradient, then the parameter minus lr times the buffer.
+    at::NoGradGuard no_grad;
+    for (auto& s : layers_) {
+      for (auto& p : s.params) {
+        if (!p.grad.defined()) continue;
+        p.momentum.mul_(0.9).add_(p.grad, scale);
+        p.value.add_(p.momentum, -kLearningRate);
+      }
+    }
+  }
+
+  const std::vector<GradientBuffer>& gradients() const override { return gradients_; }
+
+  double loss() override {
+    double sum = 0;
+    for (const auto& s : layers_) {
+      if (s.kind == Kind::kLoss && s.out.defined()) sum += s.out.sum().item<double>();
+    }
+    return sum;
+  }
+
+  double bytes() const override {
+    double b = 0;
+    for (const auto& s : layers_) {
+      if (s.out.defined()) b += static_cast<double>(s.out.nbytes());
+      for (const auto& p : s.params) {
+        if (!p.grad.defined()) continue;
+        b += 3.0 * static_cast<double>(p.value.nbytes());
+      }
+    }
+    return b;
+  }
+
+  std::string device() const override {
+    return fmt::format("cpu (libtorch {}, {} thread{})", torch_version(), threads_,
+                       threads_ == 1 ? "" : "s");
+  }
+
+  void to_host(int g, float* dst) override {
+    const auto& b = gradients_.at(static_cast<std::size_t>(g));
+    if (b.data != dst) std::memcpy(dst, b.data, static_cast<std::size_t>(b.elements) * 4);
+  }
+  void from_host(int g, const float* src) override {
+    const auto& b = gradients_.at(static_cast<std::size_t>(g));
+    if (b.data != src) std::memcpy(b.data, src, static_cast<std::size_t>(b.elements) * 4);
+  }
+  bool host_memory() const override { return true; }
+
+  void start_layer_timing() override {
+    timing_ = true;
+    for (auto& s : layers_) s.forward_s = s.backward_s = 0;
+  }
+  std::vector<LayerTime> layer_times() override {
+    std::vector<LayerTime> out;
+    for (auto v : graph_.order()) {
+      out.push_back(
+          {graph_.layer(v).name, layers_[v].op, layers_[v].forward_s, layers_[v].backward_s});
+    }
+    return out;
+  }
+
+ private:
+  static constexpr double kLearningRate = 0.01;
+
+  void build();
+  void forward(std::size_t v);
+  void backward(std::size_t v);
+  at::Tensor input(std::size_t v, std::size_t i) { return layers_[graph_.layer(v).inputs[i]].out; }
+
+  const model::LayerGraph& graph_;
+  std::int64_t batch_;
+  int threads_;
+  bool timing_ = false;
+  std::vector<LayerState> layers_;
+  std::vector<GradientBuffer> gradients_;
+};
+
+void TorchStep::build() {
+  layers_.resize(graph_.size());
+  const auto stats = model::analyze(graph_, batch_, Precision::kFp32);
+  std::map<std::pair<std::size_t, std::string>, int> gradient_index;
+  for (std::size_t g = 0; g < stats.gradients.size(); ++g) {
+    gradient_index[{stats.gradients[g].vertex, stats.gradients[g].tensor}] = static_cast<int>(g);
+  }
+  gradients_.resize(stats.gradients.size());
+  // Token ids below the smallest vocabulary that reads them.
+  std::int64_t vocab = std::numeric_limits<std::int64_t>::max();
+  for (auto v : graph_.order()) {
+    const auto& l = graph_.layer(v);
+    if (l.op->kind() == "embedding")
+      vocab = std::min(vocab, l.op->attributes().at("vocab").get<std::int64_t>());
+  }
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  for (auto v : graph_.order()) {
+    const auto& l = graph_.layer(v);
+    auto& s = layers_[v];
+    s.op = l.op->kind();
+    const auto k = kinds().find(s.op);
+    if (k == kinds().end()) {
+      fail_at(l.where, l.name,
+              fmt::format("the libtorch step has no kernel for op '{}' (it runs: {})", s.op,
+                          fmt::join(torch_ops(), ", ")));
+    }
+    s.kind = k->second;
+    s.attrs = l.op->attributes();
+    for (const auto& p : l.params) {
+      Param q;
+      if (p.tied && l.tied_to) {
+        q.owner_layer = *l.tied_to;
+        q.owner_index = 0;
+        q.value = layers_[*l.tied_to].params.at(0).value;
+      } else {
+        // Small values, as an initializer's: the kernels' times do not depend on them.
+        q.value = (torch::randn(p.shape, f32) * 0.05).requires_grad_(true);
+        if (s.kind == Kind::kBatchNorm || s.kind == Kind::kLayerNorm) {
+          q.value = (p.name == "weight" ? torch::ones(p.shape, f32) : torch::zeros(p.shape, f32))
+                        .requires_grad_(true);
+        }
+        q.grad = torch::zeros(p.shape, f32);
+        q.momentum = torch::zeros(p.shape, f32);
+      }
+      s.params.push_back(q);
+      const auto gi = gradient_index.find({v, p.name});
+      if (gi != gradient_index.end()) {
+        auto& gb = gradients_[static_cast<std::size_t>(gi->second)];
+        const auto& owner = s.params.back();
+        gb.data = owner.grad.defined() ? owner.grad.data_ptr<float>() : nullptr;
+        gb.value = owner.value.data_ptr<float>();
+        gb.elements = owner.value.numel();
+        gb.layer = l.name;
+        gb.tensor = p.name;
+        s.gradient_indices.push_back(gi->second);
+      }
+    }
+    std::sort(s.gradient_indices.begin(), s.gradient_indices.end());
+    if (s.kind == Kind::kInput) {
+      const auto shape = with_batch(batch_, l.output.shape);
+      s.out = l.output.dtype == model::DType::kInt64
+                  ? torch::randint(0, vocab == std::numeric_limits<std::int64_t>::max() ? 2 : vocab,
+                                   shape, torch::TensorOptions().dtype(torch::kInt64))
+                  : torch::randn(shape, f32);
+    }
+    if (s.kind == Kind::kBatchNorm) {
+      const auto channels = l.output.shape.at(0);
+      s.running_mean = torch::zeros({channels}, f32);
+      s.running_var = torch::ones({channels}, f32);
+    }
+    if (s.kind == Kind::kLoss) {
+      const auto& in = graph_.layer(l.inputs.at(0)).output.shape;
+      const auto classes = in.back();
+      const auto rows = batch_ * static_cast<std::int64_t>(model::numel(in)) / classes;
+      s.labels = torch::randint(0, classes, {rows}, torch::TensorOptions().dtype(torch::kInt64));
+    }
+  }
+  for (auto& gb : gradients_) {
+    if (gb.data == nullptr) {
+      throw std::logic_error("libtorch step: a gradient of model::analyze() has no buffer");
+    }
+  }
+}
+
+void TorchStep::forward(std::size_t v) {
+  auto& s = layers_[v];
+  const auto& l = graph_.layer(v);
+  if (s.kind == Kind::kInput) return;
+  // Inputs that need a gradient enter as leaves of this layer's own graph.
+  std::vector<at::Tensor> in;
+  s.leaves.clear();
+  s.leaf_source.clear();
+  for (auto u : l.inputs) {
+    at::Tensor x = layers_[u].out;
+    if (graph_.layer(u).requires_grad) {
+      x = x.detach().requires_grad_(true);
+      s.leaves.push_back(x);
+      s.leaf_source.push_back(u);
+    }
+    in.push_back(x);
+  }
+  const auto& a = s.attrs;
+  const auto param = [&](std::size_t i) {
+    return s.params.size() > i ? s.params[i].value : at::Tensor();
+  };
+  at::Tensor y;
+  switch (s.kind) {
+    case Kind::kInput:
+      return;
+    case Kind::kConv:
+      y = at::conv2d(in[0], param(0), param(1), ints(a.at("stride")), ints(a.at("padding")),
+                     ints(a.at("dilation")), a.at("groups").get<std::int64_t>());
+      break;
+    case Kind::kLinear:
+      y = at::linear(in[0], param(0), param(1));
+      break;
+    case Kind::kMatmul:
+      y = at::matmul(in[0], a.at("transpose_b").get<bool>() ? in[1].transpose(-1, -2) : in[1]);
+      break;
+    case Kind::kEmbedding: {
+      // BERT's embeddings: word + position + token type (all type 0), three lookups summed.
+      const auto seq = in[0].size(1);
+      y = at::embedding(param(0), in[0]);
+      if (s.params.size() > 1) {
+        y = y +
+            at::embedding(param(1), at::arange(seq, torch::TensorOptions().dtype(torch::kInt64)));
+      }
+      if (s.params.size() > 2) {
+        y = y + at::embedding(param(2), at::zeros_like(in[0]));
+      }
+      break;
+    }
+    case Kind::kScores: {  // q [B, S, d], k [B, T, d] -> [B, h, S, T]
+      const auto h = a.at("heads").get<std::int64_t>();
+      const auto S = in[0].size(1), T = in[1].size(1), d = in[0].size(2), dh = d / h;
+      const auto q = in[0].view({batch_, S, h, dh}).transpose(1, 2);
+      const auto kk = in[1].view({batch_, T, h, dh}).transpose(1, 2);
+      y = at::matmul(q, kk.transpose(-1, -2)) / std::sqrt(static_cast<double>(dh));
+      if (a.value("causal", false)) {
+        const auto mask = at::ones({S, T}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
+        y = y.masked_fill(mask, -1e4);
+      }
+      break;
+    }
+    case Kind::kContext: {  // p [B, h, S, T], v [B, T, d] -> [B, S, d]
+      const auto h = a.at("heads").get<std::int64_t>();
+      const auto S = in[0].size(2), T = in[1].size(1), d = in[1].size(2), dh = d / h;
+      const auto vv = in[1].view({batch_, T, h, dh}).transpose(1, 2);
+      y = at::matmul(in[0], vv).transpose(1, 2).reshape({batch_, S, d});
+      break;
+    }
+    case Kind::kActivation:
+      if (s.op == "relu")
+        y = at::relu(in[0]);
+      else if (s.op == "relu6")
+        y = at::hardtanh(in[0], 0, 6);
+      else if (s.op == "sigmoid")
+        y = at::sigmoid(in[0]);
+      else if (s.op == "tanh")
+        y = at::tanh(in[0]);
+      else if (s.op == "gelu")
+        y = at::gelu(in[0]);
+      else
+        y = at::silu(in[0]);
+      break;
+    case Kind::kDropout:
+      y = at::dropout(in[0], a.at("p").get<double>(), true);
+      break;
+    case Kind::kAdd:
+      y = in[0];
+      for (std::size_t i = 1; i < in.size(); ++i) y = y + in[i];
+      break;
+    case Kind::kConcat:
+      y = at::cat(in, batched_axis(a.at("axis").get<std::int64_t>()));
+      break;
+    case Kind::kSoftmax:
+      y = at::softmax(in[0], batched_axis(a.at("axis").get<std::int64_t>()));
+      break;
+    case Kind::kLoss: {  // nn.CrossEntropyLoss over every row, per sample the mean
+      const auto classes = in[0].size(-1);
+      y = at::cross_entropy_loss(in[0].reshape({-1, classes}), s.labels, {}, at::Reduction::None)
+              .view({batch_, -1})
+              .mean(1);
+      break;
+    }
+    case Kind::kBatchNorm:
+      y = at::batch_norm(in[0], param(0), param(1), s.running_mean, s.running_var, true, 0.1,
+                         a.at("eps").get<double>(), false);
+      break;
+    case Kind::kLayerNorm:
+      y = at::layer_norm(in[0], {in[0].size(-1)}, param(0), param(1), a.at("eps").get<double>());
+      break;
+    case Kind::kMaxPool:
+      y = at::max_pool2d(in[0], ints(a.at("kernel")), ints(a.at("stride")), ints(a.at("padding")),
+                         ints(a.at("dilation")), a.at("ceil_mode").get<bool>());
+      break;
+    case Kind::kAvgPool:
+      y = at::avg_pool2d(in[0], ints(a.at("kernel")), ints(a.at("stride")), ints(a.at("padding")),
+                         a.at("ceil_mode").get<bool>(), a.at("count_include_pad").get<bool>());
+      break;
+    case Kind::kAdaptivePool:
+      y = at::adaptive_avg_pool2d(
+          in[0], a.contains("output") ? ints(a.at("output")) : std::vector<std::int64_t>{1, 1});
+      break;
+    case Kind::kLrn: {  // torch.nn.functional.local_response_norm on [B, C, H, W]
+      const auto size = a.at("size").get<std::int64_t>();
+      const auto x = in[0];
+      auto div = x.mul(x).view({batch_, 1, x.size(1), x.size(2), -1});
+      div = at::constant_pad_nd(div, {0, 0, 0, 0, size / 2, (size - 1) / 2});
+      div = at::avg_pool3d(div, {size, 1, 1}, {1, 1, 1}).squeeze(1).view(x.sizes());
+      div = div.mul(a.at("alpha").get<double>())
+                .add(a.at("k").get<double>())
+                .pow(a.at("beta").get<double>());
+      y = x / div;
+      break;
+    }
+    case Kind::kView:
+      y = in[0];
+      break;
+  }
+  const auto shape = with_batch(batch_, l.output.shape);
+  if (y.sizes() != at::IntArrayRef(shape)) y = y.reshape(shape);
+  s.out = y;
+}
+
+void TorchStep::backward(std::size_t v) {
+  auto& s = layers_[v];
+  if (s.kind == Kind::kInput || !graph_.layer(v).requires_grad) return;
+  if (s.kind == Kind::kLoss) s.grad = at::ones_like(s.out);
+  std::vector<at::Tensor> wrt = s.leaves;
+  for (const auto& p : s.params) wrt.push_back(p.value);
+  if (!s.grad.defined() || wrt.empty()) {
+    // Nothing downstream reads this layer: its parameters' gradients are zero.
+    for (auto& p : s.params) {
+      auto& owner = p.owner_layer == SIZE_MAX ? p : layers_[p.owner_layer].params[p.owner_index];
+      if (!owner.written) owner.grad.zero_();
+      owner.written = true;
+    }
+    return;
+  }
+  const auto grads = torch::autograd::grad({s.out}, wrt, {s.grad}, false, false, true);
+  for (std::size_t i = 0; i < s.leaves.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    auto& src = layers_[s.leaf_source[i]].grad;
+    src = src.defined() ? src + grads[i] : grads[i];
+  }
+  at::NoGradGuard no_grad;
+  for (std::size_t j = 0; j < s.params.size(); ++j) {
+    auto& p = s.params[j];
+    auto& owner = p.owner_layer == SIZE_MAX ? p : layers_[p.owner_layer].params[p.owner_index];
+    const auto& g = grads[s.leaves.size() + j];
+    if (!g.defined()) {
+      if (!owner.written) owner.grad.zero_();
+    } else if (owner.written) {
+      owner.grad.add_(g);
+    } else {
+      owner.grad.copy_(g);
+    }
+    owner.written = true;
+  }
+  s.grad = at::Tensor();
+}
+
+}  // namespace
+
+bool have_torch() { return true; }
+
+std::string torch_version() { return TORCH_VERSION; }
+
+const std::vector<std::string>& torch_ops() {
+  static const std::vector<std::string> ops = [] {
+    std::vector<std::string> o;
+    for (const auto& [name, kind] : kinds()) o.push_back(name);
+    return o;
+  }();
+  return ops;
+}
+
+std::unique_ptr<TrainingStep> make_torch_step(const model::LayerGraph& graph, std::int64_t batch,
+                                              std::uint64_t seed, int threads) {
+  return std::make_unique<TorchStep>(graph, batch, seed, threads);
+}
+
+}  // namespace dlsim::calibrate

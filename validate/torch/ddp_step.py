@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""Training-step time of a real PyTorch DistributedDataParallel job on this machine's CPU.
+
+What a user runs: torchvision's model, synthetic ImageNet-shaped data, cross-entropy loss, SGD
+with momentum 0.9, DistributedDataParallel over the gloo backend (its default 25 MiB buckets,
+gradients averaged and overlapped with backward), one process per rank started with
+torch.multiprocessing, each with --threads intra-op threads. Warm-up steps first, then timed
+steps; a step's time is rank 0's wall clock from the start of its forward to the end of its
+optimizer step (every rank waits for the others in the gradient all-reduce).
+
+Prints one JSON object: the configuration, the per-step times (s) and their mean, the
+throughput of all ranks (samples/s), PyTorch's version and the CPU. Needs Debian's
+python3-torch and python3-torchvision (run it with /usr/bin/python3 where another python3 comes
+first on PATH). docs/validate.md, "PyTorch DDP on this machine".
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torchvision
+
+MODELS = {"alexnet": 224, "resnet18": 224, "resnet34": 224, "resnet50": 224, "vgg11": 224,
+          "vgg16": 224, "googlenet": 224}
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def run(rank, args, init_file, queue):
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed + rank)
+    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank,
+                            world_size=args.ranks)
+    kwargs = {"aux_logits": False, "init_weights": True} if args.model == "googlenet" else {}
+    model = getattr(torchvision.models, args.model)(weights=None, **kwargs).train()
+    if args.ranks > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    side = MODELS[args.model]
+    data = torch.randn(args.batch, 3, side, side)
+    target = torch.randint(0, 1000, (args.batch,))
+    times = []
+    for i in range(args.warmup + args.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(data), target)
+        loss.backward()
+        opt.step()
+        if i >= args.warmup:
+            times.append(time.perf_counter() - t0)
+    if rank == 0:
+        queue.put(times)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", required=True, choices=sorted(MODELS))
+    p.add_argument("--batch", type=int, default=8, help="samples per rank")
+    p.add_argument("--ranks", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--seed", type=int, default=1)
+    args = p.parse_args()
+    for name in ("batch", "ranks", "threads", "steps"):
+        if getattr(args, name) < 1:
+            print(f"ddp_step.py: --{name} must be at least 1", file=sys.stderr)
+            return 2
+    if args.warmup < 0:
+        print("ddp_step.py: --warmup must not be negative", file=sys.stderr)
+        return 2
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    with tempfile.TemporaryDirectory() as d:
+        init_file = os.path.join(d, "init")
+        procs = [ctx.Process(target=run, args=(r, args, init_file, queue))
+                 for r in range(args.ranks)]
+        for proc in procs:
+            proc.start()
+        times = queue.get()
+        for proc in procs:
+            proc.join()
+        if any(proc.exitcode != 0 for proc in procs):
+            print("ddp_step.py: a rank failed", file=sys.stderr)
+            return 1
+    mean = sum(times) / len(times)
+    print(json.dumps({
+        "kind": "pytorch-ddp-step", "model": args.model, "batch_per_rank": args.batch,
+        "ranks": args.ranks, "threads_per_rank": args.threads, "backend": "gloo",
+        "optimizer": "sgd momentum 0.9", "warmup_steps": args.warmup, "step_times_s": times,
+        "step_s": mean, "samples_per_s": args.batch * args.ranks / mean,
+        "torch": torch.__version__, "torchvision": torchvision.__version__, "cpu": cpu_model(),
+        "cores": os.cpu_count()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
