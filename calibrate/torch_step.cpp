@@ -108,6 +108,11 @@ struct LayerState {
   at::Tensor grad;                       // gradient of `out`, summed over consumers
   at::Tensor labels;                     // loss targets
   at::Tensor running_mean, running_var;  // batchnorm's statistics, updated as torch.nn's are
+  // ReLU or add in place on its first input's storage, as torchvision's models run them
+  // (nn.ReLU(inplace=True), `out += identity`): where that input has no other reader and its
+  // producer's backward does not read its output. Its backward is the ATen kernel autograd would
+  // call (threshold_backward), or none for add.
+  bool in_place = false;
   double forward_s = 0, backward_s = 0;
 };
 
@@ -141,6 +146,12 @@ class TorchStep final : public TrainingStep {
       backward(v);
       if (timing_) layers_[v].backward_s += since(t0);
       for (int g : layers_[v].gradient_indices) ready(g);
+      // Every reader of this layer's output is done: free it as autograd frees what it saved
+      // (a loss stays for loss()).
+      if (layers_[v].kind != Kind::kLoss && layers_[v].kind != Kind::kInput) {
+        layers_[v].out = at::Tensor();
+        layers_[v].leaves.clear();
+      }
     }
   }
 
@@ -300,6 +311,22 @@ void TorchStep::build() {
       s.labels = torch::randint(0, classes, {rows}, torch::TensorOptions().dtype(torch::kInt64));
     }
   }
+  // In place: ReLU and add whose first input is read by nothing else and made by a layer whose
+  // backward needs its input, not its output (convolution, linear, normalization, add).
+  std::vector<int> readers(graph_.size(), 0);
+  for (auto v : graph_.order()) {
+    for (auto u : graph_.layer(v).inputs) ++readers[u];
+  }
+  for (auto v : graph_.order()) {
+    auto& s = layers_[v];
+    const auto& l = graph_.layer(v);
+    if (s.op != "relu" && s.kind != Kind::kAdd) continue;
+    const auto u = l.inputs.at(0);
+    const auto k = layers_[u].kind;
+    s.in_place =
+        readers[u] == 1 && (k == Kind::kConv || k == Kind::kLinear || k == Kind::kBatchNorm ||
+                            k == Kind::kLayerNorm || (k == Kind::kAdd && layers_[u].in_place));
+  }
   for (auto& gb : gradients_) {
     if (gb.data == nullptr) {
       throw std::logic_error("libtorch step: a gradient of model::analyze() has no buffer");
@@ -311,6 +338,20 @@ void TorchStep::forward(std::size_t v) {
   auto& s = layers_[v];
   const auto& l = graph_.layer(v);
   if (s.kind == Kind::kInput) return;
+  if (s.in_place) {
+    // On the first input's storage, outside autograd (its producer's graph does not read it).
+    at::NoGradGuard no_grad;
+    at::Tensor y = layers_[l.inputs[0]].out.detach();
+    if (s.kind == Kind::kAdd) {
+      for (std::size_t i = 1; i < l.inputs.size(); ++i) y.add_(layers_[l.inputs[i]].out.detach());
+    } else {
+      at::relu_(y);
+    }
+    s.leaves.clear();
+    s.leaf_source.clear();
+    s.out = y;
+    return;
+  }
   // Inputs that need a gradient enter as leaves of this layer's own graph.
   std::vector<at::Tensor> in;
   s.leaves.clear();
@@ -452,6 +493,20 @@ void TorchStep::backward(std::size_t v) {
   auto& s = layers_[v];
   if (s.kind == Kind::kInput || !graph_.layer(v).requires_grad) return;
   if (s.kind == Kind::kLoss) s.grad = at::ones_like(s.out);
+  if (s.in_place) {
+    if (!s.grad.defined()) return;
+    const auto& l = graph_.layer(v);
+    at::NoGradGuard no_grad;
+    // ReluBackward0: threshold_backward(grad, result, 0); add passes the gradient on.
+    const at::Tensor g = s.kind == Kind::kAdd ? s.grad : at::threshold_backward(s.grad, s.out, 0);
+    for (auto u : l.inputs) {
+      if (!graph_.layer(u).requires_grad) continue;
+      auto& src = layers_[u].grad;
+      src = src.defined() ? src + g : g;
+    }
+    s.grad = at::Tensor();
+    return;
+  }
   std::vector<at::Tensor> wrt = s.leaves;
   for (const auto& p : s.params) wrt.push_back(p.value);
   if (!s.grad.defined() || wrt.empty()) {
