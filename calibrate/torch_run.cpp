@@ -40,7 +40,8 @@ std::size_t run_torch(const TorchRunOptions& o, const std::string& path,
   std::size_t written = 0;
   for (const auto batch : o.batches) {
     auto step = make_torch_step(graph, batch, o.seed, o.threads);
-    const auto stats = model::analyze(graph, batch, Precision::kFp32);
+    auto stats = model::analyze(graph, batch, Precision::kFp32);
+    model::add_signatures(stats, graph);
     const auto none = [](int) {};
     for (int i = 0; i < o.warmup; ++i) {
       step->forward();

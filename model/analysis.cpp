@@ -40,7 +40,6 @@ ModelStats analyze(const LayerGraph& graph, std::int64_t batch, Precision precis
     ls.vertex = v;
     ls.name = l.name;
     ls.op = l.op->kind();
-    ls.signature = layer_signature(graph, v);
     ls.output_shape = l.output.shape;
     ls.output_shape.insert(ls.output_shape.begin(), batch);
 
@@ -159,6 +158,10 @@ nlohmann::json to_json(const ModelStats& s, const LayerGraph& graph) {
           {"activation_bytes", s.activation_bytes.value()},
           {"gradients", grads},
           {"layers", layers}};
+}
+
+void add_signatures(ModelStats& stats, const LayerGraph& graph) {
+  for (auto& l : stats.layers) l.signature = layer_signature(graph, l.vertex);
 }
 
 std::string layer_signature(const LayerGraph& graph, LayerGraph::Vertex v) {

@@ -22,7 +22,8 @@ struct LayerStats {
   std::string op;
   // What the layer computes, per sample, independent of its name and batch: the op, its
   // attributes, every input's shape and whether it needs a gradient, the output's shape
-  // (layer_signature). Measured kernel tables are keyed by it (hardware::KernelEntry).
+  // (layer_signature). Measured kernel tables are keyed by it (hardware::KernelEntry). Empty
+  // until add_signatures() fills it (a JSON dump per layer: only where a table is read).
   std::string signature;
   Shape output_shape;       // with the batch dimension first
   std::int64_t params = 0;  // learnable elements owned by this layer (tied ones excluded)
@@ -70,6 +71,8 @@ ModelStats analyze(const LayerGraph& graph, std::int64_t batch, Precision precis
 // LayerStats::signature of layer `v`, e.g.
 // "conv2d {\"bias\":false,...} in=[64,56,56]g out=[64,56,56]" (g: the input needs a gradient).
 std::string layer_signature(const LayerGraph& graph, LayerGraph::Vertex v);
+// Fills every LayerStats::signature of `stats`, which analyze() made from `graph`.
+void add_signatures(ModelStats& stats, const LayerGraph& graph);
 
 // The JSON of `dlsim model show` (schema in docs/model.md).
 nlohmann::json to_json(const ModelStats& stats, const LayerGraph& graph);

@@ -250,7 +250,8 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
   } else if (o.batch) {
     batch = *o.batch;
   }
-  const auto stats = model::analyze(graph, batch, activation_precision(copt.precision));
+  auto stats = model::analyze(graph, batch, activation_precision(copt.precision));
+  if (!node0.gpu.kernels.empty()) model::add_signatures(stats, graph);
   const auto memory = memory_use(stats, copt, buffers);
   if (memory.total() > capacity) {
     fail_at({}, "--batch",
