@@ -1,5 +1,7 @@
 #include "calibrate/torch_step.hpp"
 
+#include "calibrate/step_ops.hpp"
+
 #include <fmt/format.h>
 #include <torch/torch.h>
 
@@ -16,60 +18,9 @@
 namespace dlsim::calibrate {
 namespace {
 
-enum class Kind {
-  kInput,
-  kConv,
-  kLinear,
-  kMatmul,
-  kEmbedding,
-  kScores,
-  kContext,
-  kActivation,
-  kDropout,
-  kAdd,
-  kConcat,
-  kSoftmax,
-  kLoss,
-  kBatchNorm,
-  kLayerNorm,
-  kMaxPool,
-  kAvgPool,
-  kAdaptivePool,
-  kLrn,
-  kView,
-};
+using Kind = OpKind;
 
-const std::map<std::string, Kind>& kinds() {
-  static const std::map<std::string, Kind> k = {
-      {"input", Kind::kInput},
-      {"conv2d", Kind::kConv},
-      {"linear", Kind::kLinear},
-      {"matmul", Kind::kMatmul},
-      {"embedding", Kind::kEmbedding},
-      {"attention_scores", Kind::kScores},
-      {"attention_context", Kind::kContext},
-      {"relu", Kind::kActivation},
-      {"relu6", Kind::kActivation},
-      {"sigmoid", Kind::kActivation},
-      {"tanh", Kind::kActivation},
-      {"gelu", Kind::kActivation},
-      {"silu", Kind::kActivation},
-      {"dropout", Kind::kDropout},
-      {"add", Kind::kAdd},
-      {"concat", Kind::kConcat},
-      {"softmax", Kind::kSoftmax},
-      {"softmax_cross_entropy", Kind::kLoss},
-      {"batchnorm", Kind::kBatchNorm},
-      {"layernorm", Kind::kLayerNorm},
-      {"maxpool", Kind::kMaxPool},
-      {"avgpool", Kind::kAvgPool},
-      {"adaptive_avgpool", Kind::kAdaptivePool},
-      {"global_avgpool", Kind::kAdaptivePool},
-      {"lrn", Kind::kLrn},
-      {"flatten", Kind::kView},
-  };
-  return k;
-}
+const std::map<std::string, OpKind>& kinds() { return step_op_kinds(); }
 
 std::vector<std::int64_t> with_batch(std::int64_t batch, const model::Shape& s) {
   std::vector<std::int64_t> out{batch};
@@ -237,10 +188,7 @@ class TorchStep final : public TrainingStep {
 void TorchStep::build() {
   layers_.resize(graph_.size());
   const auto stats = model::analyze(graph_, batch_, Precision::kFp32);
-  std::map<std::pair<std::size_t, std::string>, int> gradient_index;
-  for (std::size_t g = 0; g < stats.gradients.size(); ++g) {
-    gradient_index[{stats.gradients[g].vertex, stats.gradients[g].tensor}] = static_cast<int>(g);
-  }
+  const auto gradient_index = model::gradient_index(stats);
   gradients_.resize(stats.gradients.size());
   // Token ids below the smallest vocabulary that reads them.
   std::int64_t vocab = std::numeric_limits<std::int64_t>::max();
@@ -547,14 +495,7 @@ bool have_torch() { return true; }
 
 std::string torch_version() { return TORCH_VERSION; }
 
-const std::vector<std::string>& torch_ops() {
-  static const std::vector<std::string> ops = [] {
-    std::vector<std::string> o;
-    for (const auto& [name, kind] : kinds()) o.push_back(name);
-    return o;
-  }();
-  return ops;
-}
+const std::vector<std::string>& torch_ops() { return step_ops(); }
 
 std::unique_ptr<TrainingStep> make_torch_step(const model::LayerGraph& graph, std::int64_t batch,
                                               std::uint64_t seed, int threads) {

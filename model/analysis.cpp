@@ -160,6 +160,14 @@ nlohmann::json to_json(const ModelStats& s, const LayerGraph& graph) {
           {"layers", layers}};
 }
 
+std::map<std::pair<LayerGraph::Vertex, std::string>, int> gradient_index(const ModelStats& stats) {
+  std::map<std::pair<LayerGraph::Vertex, std::string>, int> out;
+  for (std::size_t g = 0; g < stats.gradients.size(); ++g) {
+    out[{stats.gradients[g].vertex, stats.gradients[g].tensor}] = static_cast<int>(g);
+  }
+  return out;
+}
+
 void add_signatures(ModelStats& stats, const LayerGraph& graph) {
   for (auto& l : stats.layers) l.signature = layer_signature(graph, l.vertex);
 }

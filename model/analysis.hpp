@@ -2,6 +2,7 @@
 // Sizes and work of a model for one training step at a given per-GPU batch and precision:
 // per layer and in total. Conventions and sources: docs/model.md.
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -71,6 +72,9 @@ ModelStats analyze(const LayerGraph& graph, std::int64_t batch, Precision precis
 // LayerStats::signature of layer `v`, e.g.
 // "conv2d {\"bias\":false,...} in=[64,56,56]g out=[64,56,56]" (g: the input needs a gradient).
 std::string layer_signature(const LayerGraph& graph, LayerGraph::Vertex v);
+// Index into stats.gradients of each (layer vertex, parameter tensor name) with a gradient.
+std::map<std::pair<LayerGraph::Vertex, std::string>, int> gradient_index(const ModelStats& stats);
+
 // Fills every LayerStats::signature of `stats`, which analyze() made from `graph`.
 void add_signatures(ModelStats& stats, const LayerGraph& graph);
 

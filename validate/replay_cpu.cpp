@@ -187,11 +187,8 @@ void CpuTrainingStep::Impl::build() {
   const auto& order = graph.order();
   layers.resize(graph.size());
   std::size_t max_cols = 0;
-  std::map<std::pair<std::size_t, std::string>, int> gradient_index;
   const auto stats = model::analyze(graph, batch, Precision::kFp32);
-  for (std::size_t g = 0; g < stats.gradients.size(); ++g) {
-    gradient_index[{stats.gradients[g].vertex, stats.gradients[g].tensor}] = static_cast<int>(g);
-  }
+  const auto gradient_index = model::gradient_index(stats);
   gradients.resize(stats.gradients.size());
 
   for (auto v : order) {
@@ -1096,47 +1093,6 @@ void CpuTrainingStep::to_host(int g, float* dst) {
 void CpuTrainingStep::from_host(int g, const float* src) {
   const auto& b = impl_->gradients.at(static_cast<std::size_t>(g));
   std::memcpy(b.data, src, static_cast<std::size_t>(b.elements) * sizeof(float));
-}
-
-const std::map<std::string, OpKind>& replay_op_kinds() {
-  static const std::map<std::string, OpKind> k = {
-      {"input", OpKind::kInput},
-      {"conv2d", OpKind::kConv},
-      {"linear", OpKind::kLinear},
-      {"matmul", OpKind::kMatmul},
-      {"embedding", OpKind::kEmbedding},
-      {"attention_scores", OpKind::kScores},
-      {"attention_context", OpKind::kContext},
-      {"relu", OpKind::kActivation},
-      {"relu6", OpKind::kActivation},
-      {"sigmoid", OpKind::kActivation},
-      {"tanh", OpKind::kActivation},
-      {"gelu", OpKind::kActivation},
-      {"silu", OpKind::kActivation},
-      {"dropout", OpKind::kDropout},
-      {"add", OpKind::kAdd},
-      {"concat", OpKind::kConcat},
-      {"softmax", OpKind::kSoftmax},
-      {"softmax_cross_entropy", OpKind::kLoss},
-      {"batchnorm", OpKind::kBatchNorm},
-      {"layernorm", OpKind::kLayerNorm},
-      {"maxpool", OpKind::kMaxPool},
-      {"avgpool", OpKind::kAvgPool},
-      {"adaptive_avgpool", OpKind::kAdaptivePool},
-      {"global_avgpool", OpKind::kAdaptivePool},
-      {"lrn", OpKind::kLrn},
-      {"flatten", OpKind::kView},
-  };
-  return k;
-}
-
-const std::vector<std::string>& replay_cpu_ops() {
-  static const std::vector<std::string> ops = [] {
-    std::vector<std::string> o;
-    for (const auto& [name, kind] : replay_op_kinds()) o.push_back(name);
-    return o;
-  }();
-  return ops;
 }
 
 }  // namespace dlsim::validate

@@ -1,39 +1,20 @@
 #pragma once
 // The op kinds the replay runs, shared by its CPU and GPU steps (validate/replay_cpu.cpp,
-// validate/replay_gpu.cu): every op kind dlsim's models use has a kernel on both.
+// validate/replay_gpu.cu) and the libtorch step: calibrate/step_ops.hpp.
 
 #include <map>
 #include <string>
 #include <vector>
 
+#include "calibrate/step_ops.hpp"
+
 namespace dlsim::validate {
 
-enum class OpKind {
-  kInput,
-  kConv,
-  kLinear,
-  kMatmul,
-  kEmbedding,
-  kScores,
-  kContext,
-  kActivation,
-  kDropout,
-  kAdd,
-  kConcat,
-  kSoftmax,
-  kLoss,
-  kBatchNorm,
-  kLayerNorm,
-  kMaxPool,
-  kAvgPool,
-  kAdaptivePool,
-  kLrn,
-  kView,
-};
+using calibrate::OpKind;
 
 // Op name (model/op.hpp's kind()) -> kind.
-const std::map<std::string, OpKind>& replay_op_kinds();
+inline const std::map<std::string, OpKind>& replay_op_kinds() { return calibrate::step_op_kinds(); }
 // The names, sorted.
-const std::vector<std::string>& replay_cpu_ops();
+inline const std::vector<std::string>& replay_cpu_ops() { return calibrate::step_ops(); }
 
 }  // namespace dlsim::validate
