@@ -26,8 +26,8 @@ std::size_t run_torch(const TorchRunOptions& o, const std::string& path,
   if (std::error_code ec; std::filesystem::exists(path, ec)) {
     fail_at({path}, "", "already exists (choose another name)");
   }
-  if (!have_torch()) make_torch_step(model::LayerGraph(""), 1, 0, 1);  // says what to install
   const auto graph = model::load_model(o.model);
+  if (!have_torch()) make_torch_step(graph, 1, 0, 1);  // says what to install
 
   Provenance prov = host_provenance(command_line);
   prov.versions["libtorch"] = torch_version();

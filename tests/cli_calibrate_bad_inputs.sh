@@ -51,6 +51,11 @@ expect_failure "'cpoy' is not a CPU benchmark; did you mean 'copy'" -o r.jsonl r
 expect_failure "unknown" -o r.jsonl run cpu --model resnet5
 expect_failure "--minbytes" -o r.jsonl run cpu -b -4KiB
 expect_failure "--iters: must be at least 1" -o r.jsonl run cpu --iters 0
+expect_failure "--batch: '0' is not a batch size in 1..65536" -o r.jsonl run torch --batch 8,0
+expect_failure "--batch: 'x' is not a batch size" -o r.jsonl run torch --batch x
+expect_failure "--threads: must be in 1..4096, got 0" -o r.jsonl run torch --threads 0
+expect_failure "--iters: must be at least 1, got 0" -o r.jsonl run torch -n 0
+expect_failure "unknown" -o r.jsonl run torch --model resnet5
 expect_failure "--partition" --script job.sbatch slurm --nodes 2 --partition "a'b; rm -rf /" --dry-run
 expect_failure "--nodes" --script job.sbatch slurm --nodes 0 --dry-run
 expect_failure "results_negative_time.jsonl:2: samples_s: every sample must be a positive time" -o p.yaml fit "$fx/results_negative_time.jsonl"
