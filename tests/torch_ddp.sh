@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A real PyTorch DistributedDataParallel job on this machine against dlsim's prediction from a
 # libtorch calibration alone, no anchor (docs/validate.md, "PyTorch DDP on this machine"). For
-# each model: `dlcalibrate run torch` at batch 8 and 16, `dlcalibrate fit`, then for each batch
-# `dlsim predict --gpus 1` on the fitted profile and validate/torch/ddp_step.py measuring the
+# each model and batch (8, 16): `dlcalibrate run torch`, `dlcalibrate fit`, `dlsim predict
+# --gpus 1` on the fitted profile, and right after, validate/torch/ddp_step.py measuring the
 # real step (one rank, one thread; 2 warm-up and 5 timed steps each). A model that misses by more
 # than 10 % is measured once more (calibration and job), and fails when it misses again; writes the
 # table to build/validation-summary-torch.txt. Exits 77 (skipped) without Debian's python3-torch
@@ -35,22 +35,25 @@ rows=()
 measure() {
   local m=$1 b measured predicted row miss=0
   model_rows=()
-  if ! "$dlcal" run torch --model "$m" --batch 8,16 --threads 1 -w 2 -n 5 -o "$tmp/$m.jsonl" \
-    2>"$tmp/$m.log"; then
-    if grep -q "no libtorch" "$tmp/$m.log"; then
-      say "skipped: $(cat "$tmp/$m.log")"
-      exit 77
-    fi
-    cat "$tmp/$m.log"
-    exit 1
-  fi
-  "$dlcal" fit "$tmp/$m.jsonl" -o "$tmp/$m.yaml" >"$tmp/$m.fit" 2>&1 || { cat "$tmp/$m.fit"; exit 1; }
   for b in 8 16; do
+    # Calibration and job back to back, so the machine's drift falls between batches, not
+    # between a prediction and its measurement.
+    if ! "$dlcal" run torch --model "$m" --batch "$b" --threads 1 -w 2 -n 5 \
+      -o "$tmp/$m-$b.jsonl" 2>"$tmp/$m.log"; then
+      if grep -q "no libtorch" "$tmp/$m.log"; then
+        say "skipped: $(cat "$tmp/$m.log")"
+        exit 77
+      fi
+      cat "$tmp/$m.log"
+      exit 1
+    fi
+    "$dlcal" fit "$tmp/$m-$b.jsonl" -o "$tmp/$m$b.yaml" >"$tmp/$m.fit" 2>&1 ||
+      { cat "$tmp/$m.fit"; exit 1; }
     measured=$("$python" "$root/validate/torch/ddp_step.py" --model "$m" --batch "$b" --ranks 1 \
       --warmup 2 --steps 5 --threads 1 |
       "$python" -c 'import json, sys; print(json.load(sys.stdin)["step_s"])') ||
       { say "ddp_step.py failed for $m batch $b"; exit 1; }
-    predicted=$("$dlsim" predict --cluster "$tmp/$m.yaml" --model "$m" --batch "$b" --gpus 1 \
+    predicted=$("$dlsim" predict --cluster "$tmp/$m$b.yaml" --model "$m" --batch "$b" --gpus 1 \
       --framework pytorch-ddp --format json |
       "$python" -c 'import json, sys; print(json.load(sys.stdin)["step_time_s"])') ||
       { say "dlsim predict failed for $m batch $b"; exit 1; }
@@ -58,8 +61,8 @@ measure() {
 print(f'| $m | $b | 1 | {m * 1e3:.1f} ms | {p * 1e3:.1f} ms | {e:+.1f} % |')
 raise SystemExit(0 if abs(e) <= $limit else 1)") || miss=1
     model_rows+=("$row")
+    rm -f "$tmp/$m-$b.jsonl"
   done
-  rm -f "$tmp/$m.jsonl"
   return $miss
 }
 for m in "${models[@]}"; do
