@@ -1,9 +1,11 @@
 #include "calibrate/profile.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <tuple>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -79,11 +81,18 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
     hosts.insert(r.provenance.hosts.begin(), r.provenance.hosts.end());
     tools.insert(r.provenance.tool);
     if (!r.provenance.date.empty()) dates.insert(r.provenance.date);
+    // Busy: a load average above the one process measuring plus a quarter of the cores (a
+    // 2-core machine at 1.5, a 16-core one at 5); one core where the file does not say.
+    double cores = 1;
+    if (const auto c = r.provenance.devices.find("cpu_cores"); c != r.provenance.devices.end()) {
+      cores = std::max(1.0, std::atof(c->second.c_str()));
+    }
     if (r.provenance.load_before && r.provenance.load_after &&
-        std::max(*r.provenance.load_before, *r.provenance.load_after) > 1.0) {
+        std::max(*r.provenance.load_before, *r.provenance.load_after) > 1.0 + 0.25 * cores) {
       out.warnings.push_back(fmt::format(
-          "the machine was busy while measuring (load average {:.2f} before, {:.2f} after)",
-          *r.provenance.load_before, *r.provenance.load_after));
+          "the machine was busy while measuring (load average {:.2f} before, {:.2f} after on {} "
+          "cores)",
+          *r.provenance.load_before, *r.provenance.load_after, cores));
     }
   }
   if (ms.empty()) fail_at({}, "RESULTS", "no measurements to fit");
@@ -315,7 +324,7 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
   for (const auto& f : fit_series(ms, o.min_bytes, o.statistic)) {
     const auto& s = f.series;
     if (s.op.rfind("p2p", 0) == 0 || s.op == "gemm" || s.op == "copy" || s.op == "triad" ||
-        s.op.rfind("conv", 0) == 0) {
+        s.op.rfind("conv", 0) == 0 || s.backend == "torch") {
       continue;
     }
     const auto& first = f.latency;
@@ -342,22 +351,42 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
       }
       return it->second;
     };
-    // (signature, batch, threads) -> (forward, backward) in s.
-    std::map<std::tuple<std::string, std::string, std::string>, std::pair<double, double>> layers;
+    // The training precision of a record (results before `--precision` are fp32), written into
+    // an entry where it is not fp32.
+    const auto precision = [](const Measurement& m) {
+      const auto it = m.params.find("precision");
+      return it == m.params.end() ? std::string("fp32") : it->second;
+    };
+    const auto precision_field = [](const std::string& p) {
+      return p == "fp32" ? std::string() : fmt::format(", precision: {}", p);
+    };
+    // (signature, batch, threads, precision) -> (forward, backward) in s.
+    std::map<std::tuple<std::string, std::string, std::string, std::string>,
+             std::pair<double, double>>
+        layers;
     std::vector<std::string> updates;
-    std::set<std::string> threads, models;
+    std::set<std::string> threads, models, precisions, devices;
     for (const auto& m : ms) {
       if (m.backend != "torch") continue;
       if (m.op == "layer_forward" || m.op == "layer_backward") {
-        auto& e = layers[{m.shape, param(m, "batch"), param(m, "threads")}];
+        auto& e = layers[{m.shape, param(m, "batch"), param(m, "threads"), precision(m)}];
         (m.op == "layer_forward" ? e.first : e.second) = stat(m);
         threads.insert(param(m, "threads"));
         models.insert(param(m, "model"));
+        precisions.insert(precision(m));
+        const auto d = m.params.find("device");
+        devices.insert(d == m.params.end() ? "cpu" : d->second);
       } else if (m.op == "optimizer_update") {
-        updates.push_back(fmt::format(
-            "        - {{elements: {}, tensors: {}, threads: {}, time: {}}}\n",
-            param(m, "elements"), param(m, "tensors"), param(m, "threads"), us(stat(m))));
+        updates.push_back(
+            fmt::format("        - {{elements: {}, tensors: {}, threads: {}{}, time: {}}}\n",
+                        param(m, "elements"), param(m, "tensors"), param(m, "threads"),
+                        precision_field(precision(m)), us(stat(m))));
       }
+    }
+    if (devices.size() > 1) {
+      fail_at({}, "RESULTS",
+              fmt::format("layer tables of {} devices ({}): fit one device's tables at a time",
+                          devices.size(), fmt::join(devices, ", ")));
     }
     if (!layers.empty()) {
       std::string y;
@@ -379,15 +408,15 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
       y += "      entries:\n";
       std::size_t half = 0;
       for (const auto& [key, t] : layers) {
-        const auto& [signature, batch, thr] = key;
+        const auto& [signature, batch, thr, prec] = key;
         if (!(t.first > 0) || !(t.second > 0)) {
           ++half;
           continue;
         }
         y += fmt::format(
-            "        - {{layer: {}, batch: {}, threads: {}, forward: {}, backward: "
+            "        - {{layer: {}, batch: {}, threads: {}{}, forward: {}, backward: "
             "{}}}\n",
-            q(signature), batch, thr, us(t.first), us(t.second));
+            q(signature), batch, thr, precision_field(prec), us(t.first), us(t.second));
       }
       if (half > 0) {
         out.warnings.push_back(fmt::format(
@@ -398,13 +427,15 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
         for (const auto& u : updates) y += u;
       }
       out.report.push_back(fmt::format(
-          "layer table: {} layer entries of {} at {} thread(s), {} update(s): `dlsim predict` "
-          "takes these layers' times from it (fp32), the roofline elsewhere",
-          layers.size() - half, model_list, *threads.begin(), updates.size()));
+          "layer table: {} layer entries of {} at {} thread(s), {} update(s), {} on {}: "
+          "`dlsim predict` takes these layers' times from it in the same precision, the "
+          "roofline elsewhere",
+          layers.size() - half, model_list, *threads.begin(), updates.size(),
+          fmt::join(precisions, " and "), *devices.begin()));
       if (gpu_yaml.empty()) {
         out.warnings.push_back(
-            "layer tables without a `run cpu` sweep: layers missing from the table fall back to "
-            "the base device's roofline");
+            "layer tables without a `run cpu` or `run gpu` sweep: layers missing from the table "
+            "fall back to the base device's roofline");
         gpu_yaml = fmt::format("  gpu:\n    extends: {}\n", q(node.gpu.about.name));
       }
       gpu_yaml += y;

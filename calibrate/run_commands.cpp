@@ -115,6 +115,7 @@ void add_run_torch(CLI::App& run, const std::string& command_line) {
     std::string batch = "8";
     int threads = 1, iters = 10, warmup = 3;
     std::uint64_t seed = 1;
+    std::string device = "cpu", precision = "fp32";
     std::string out;
   };
   auto o = std::make_shared<Opt>();
@@ -122,6 +123,11 @@ void add_run_torch(CLI::App& run, const std::string& command_line) {
   c->add_option("--batch", o->batch, "Batch sizes, comma-separated (e.g. 8,16)")
       ->capture_default_str();
   c->add_option("--threads", o->threads, "Intra-op threads (torch.set_num_threads)")
+      ->capture_default_str();
+  c->add_option("--device", o->device, "cpu, or cuda (a libtorch built with CUDA)")
+      ->capture_default_str();
+  c->add_option("--precision", o->precision,
+                "fp32, or amp (forward under autocast float16 with a gradient scaler; cuda)")
       ->capture_default_str();
   c->add_option("-n,--iters", o->iters, "Timed steps per batch size")->capture_default_str();
   c->add_option("-w,--warmup", o->warmup, "Untimed steps first")->capture_default_str();
@@ -148,6 +154,8 @@ void add_run_torch(CLI::App& run, const std::string& command_line) {
     }
     if (t.batches.empty()) fail_at({}, "--batch", "needs at least one batch size");
     t.threads = o->threads;
+    t.device = o->device;
+    t.precision = o->precision;
     t.iters = o->iters;
     t.warmup = o->warmup;
     t.seed = o->seed;

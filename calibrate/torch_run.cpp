@@ -23,23 +23,45 @@ std::size_t run_torch(const TorchRunOptions& o, const std::string& path,
   }
   if (o.iters < 1) fail_at({}, "--iters", fmt::format("must be at least 1, got {}", o.iters));
   if (o.warmup < 0) fail_at({}, "--warmup", fmt::format("must not be negative, got {}", o.warmup));
+  if (o.device != "cpu" && o.device != "cuda") {
+    fail_at({}, "--device", fmt::format("'{}' is not cpu or cuda", o.device));
+  }
+  if (o.precision != "fp32" && o.precision != "amp") {
+    fail_at({}, "--precision", fmt::format("'{}' is not fp32 or amp", o.precision));
+  }
+  if (o.precision == "amp" && o.device != "cuda") {
+    fail_at({}, "--precision", "amp runs on a CUDA device only (--device cuda)");
+  }
+  TorchStepOptions step_options;
+  step_options.threads = o.threads;
+  step_options.cuda = o.device == "cuda";
+  step_options.amp = o.precision == "amp";
   if (std::error_code ec; std::filesystem::exists(path, ec)) {
     fail_at({path}, "", "already exists (choose another name)");
   }
   const auto graph = model::load_model(o.model);
-  if (!have_torch()) make_torch_step(graph, 1, 0, 1);  // says what to install
+  if (!have_torch()) make_torch_step(graph, 1, 0, step_options);  // says what to install
+  if (step_options.cuda && !torch_has_cuda()) {
+    fail_at({}, "--device",
+            fmt::format("cuda: this libtorch ({}) sees no CUDA device", torch_version()));
+  }
 
   Provenance prov = host_provenance(command_line);
   prov.versions["libtorch"] = torch_version();
   prov.notes.push_back(fmt::format(
-      "libtorch step of {}: every layer's ATen call at the model's shapes, float32, {} intra-op "
+      "libtorch step of {}: every layer's ATen call at the model's shapes, {} on {}, {} intra-op "
       "thread(s); {} untimed then {} timed steps per batch size; each layer's forward and "
-      "backward timed on its own (its inputs enter as leaves), wall clock",
-      graph.name(), o.threads, o.warmup, o.iters));
+      "backward timed on its own (its inputs enter as leaves), {}",
+      graph.name(),
+      step_options.amp ? "float32 parameters, forward under autocast(float16), GradScaler"
+                       : "float32 (TF32 off)",
+      o.device, o.threads, o.warmup, o.iters,
+      step_options.cuda ? "CUDA events between layers on the stream (no synchronization)"
+                        : "wall clock"));
   ResultsWriter out(path, prov);
   std::size_t written = 0;
   for (const auto batch : o.batches) {
-    auto step = make_torch_step(graph, batch, o.seed, o.threads);
+    auto step = make_torch_step(graph, batch, o.seed, step_options);
     auto stats = model::analyze(graph, batch, Precision::kFp32);
     model::add_signatures(stats, graph);
     const auto none = [](int) {};
@@ -90,6 +112,8 @@ std::size_t run_torch(const TorchRunOptions& o, const std::string& path,
         }
         m.params["batch"] = std::to_string(batch);
         m.params["threads"] = std::to_string(o.threads);
+        m.params["device"] = o.device;
+        m.params["precision"] = o.precision;
         m.params["model"] = graph.name();
         m.params["layer"] = first.name;
         m.params["op_kind"] = first.op;
@@ -108,6 +132,8 @@ std::size_t run_torch(const TorchRunOptions& o, const std::string& path,
     u.samples_s = update_s;
     u.params["batch"] = std::to_string(batch);
     u.params["threads"] = std::to_string(o.threads);
+    u.params["device"] = o.device;
+    u.params["precision"] = o.precision;
     u.params["model"] = graph.name();
     u.params["elements"] = std::to_string(elements);
     u.params["tensors"] = std::to_string(stats.gradients.size());

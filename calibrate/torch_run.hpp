@@ -14,9 +14,11 @@ namespace dlsim::calibrate {
 struct TorchRunOptions {
   std::string model = "resnet18";  // zoo name or model file
   std::vector<std::int64_t> batches = {8};
-  int threads = 1;  // intra-op threads
-  int iters = 10;   // timed steps per batch size
-  int warmup = 3;   // untimed steps first
+  int threads = 1;                 // intra-op threads
+  std::string device = "cpu";      // cpu or cuda
+  std::string precision = "fp32";  // fp32, or amp (autocast float16; cuda only)
+  int iters = 10;                  // timed steps per batch size
+  int warmup = 3;                  // untimed steps first
   std::uint64_t seed = 1;
 };
 

@@ -2,8 +2,13 @@
 
 #include "calibrate/step_ops.hpp"
 
+#include <ATen/autocast_mode.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <fmt/format.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <chrono>
@@ -39,6 +44,49 @@ double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// What differs between libtorch versions, detected rather than assumed: c10::Event reads the
+// time between two events from PyTorch 2.x on; the TF32 switches of at::Context.
+template <class E>
+concept EventTimer = requires(const E& a, const E& b) {
+  a.elapsedTime(b);
+};
+template <class C>
+concept Tf32Switch = requires(C& c) {
+  c.setAllowTF32CuBLAS(false);
+  c.setAllowTF32CuDNN(false);
+};
+
+// Seconds from `from` to `to`, both recorded and complete.
+template <class E>
+double elapsed_s(const E& from, const E& to) {
+  if constexpr (EventTimer<E>) {
+    return from.elapsedTime(to) / 1e3;  // cudaEventElapsedTime, ms
+  } else {
+    throw std::logic_error("libtorch step: this libtorch cannot time CUDA events");
+  }
+}
+
+// fp32 as full fp32 (no TF32 in cuBLAS or cuDNN); false where this libtorch has no switch.
+template <class C>
+bool full_fp32(C& context) {
+  if constexpr (Tf32Switch<C>) {
+    context.setAllowTF32CuBLAS(false);
+    context.setAllowTF32CuDNN(false);
+    return true;
+  } else {
+    return false;
+  }
+}
+
+void set_autocast(bool on) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  at::autocast::set_autocast_enabled(at::kCUDA, on);
+#else
+  at::autocast::set_enabled(on);
+#endif
+  if (!on) at::autocast::clear_cache();
+}
+
 struct Param {
   at::Tensor value;     // requires grad; a tied one is its owner's tensor
   at::Tensor grad;      // persistent (the exchange reads it in place); undefined when tied
@@ -69,20 +117,44 @@ struct LayerState {
 
 class TorchStep final : public TrainingStep {
  public:
-  TorchStep(const model::LayerGraph& graph, std::int64_t batch, std::uint64_t seed, int threads)
-      : graph_(graph), batch_(batch), threads_(threads) {
-    if (threads < 1) fail_at({}, "--threads", fmt::format("must be at least 1, got {}", threads));
-    at::set_num_threads(threads);
+  TorchStep(const model::LayerGraph& graph, std::int64_t batch, std::uint64_t seed,
+            const TorchStepOptions& options)
+      : graph_(graph), batch_(batch), options_(options) {
+    if (options.threads < 1) {
+      fail_at({}, "--threads", fmt::format("must be at least 1, got {}", options.threads));
+    }
+    if (options.amp && !options.cuda) {
+      fail_at({}, "--precision", "amp runs on a CUDA device only (--device cuda)");
+    }
+    if (options.cuda && !torch::cuda::is_available()) {
+      fail_at({}, "--device",
+              fmt::format("cuda: this libtorch ({}) sees no CUDA device", TORCH_VERSION));
+    }
+    at::set_num_threads(options.threads);
     torch::manual_seed(seed);
+    if (options.cuda) {
+      at::globalContext().setBenchmarkCuDNN(true);  // cuDNN picks its fastest algorithm per shape
+      tf32_off_ = full_fp32(at::globalContext());
+      device_ = at::Device(at::kCUDA, 0);
+      if constexpr (EventTimer<c10::Event>) {
+        for (std::size_t i = 0; i <= graph.size(); ++i) {
+          events_.emplace_back(c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT);
+        }
+      }
+    }
     build();
   }
 
   void forward() override {
+    if (options_.amp) set_autocast(true);
+    pass_start();
     for (auto v : graph_.order()) {
-      const auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = layer_start();
       forward(v);
-      if (timing_) layers_[v].forward_s += since(t0);
+      layer_end(v, t0, &LayerState::forward_s);
     }
+    if (options_.amp) set_autocast(false);
+    pass_end(&LayerState::forward_s);
   }
 
   void backward(const std::function<void(int)>& ready) override {
@@ -91,11 +163,12 @@ class TorchStep final : public TrainingStep {
       for (auto& p : s.params) p.written = false;
     }
     const auto& order = graph_.order();
+    pass_start();
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       const auto v = *it;
-      const auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = layer_start();
       backward(v);
-      if (timing_) layers_[v].backward_s += since(t0);
+      layer_end(v, t0, &LayerState::backward_s);
       for (int g : layers_[v].gradient_indices) ready(g);
       // Every reader of this layer's output is done: free it as autograd frees what it saved
       // (a loss stays for loss()).
@@ -104,12 +177,34 @@ class TorchStep final : public TrainingStep {
         layers_[v].leaves.clear();
       }
     }
+    pass_end(&LayerState::backward_s);
   }
 
   void update(float scale) override {
-    // torch.optim.SGD(lr, momentum=0.9) on the CPU in 1.13 (_single_tensor_sgd): the momentum
-    // buffer times 0.9 plus the gradient, then the parameter minus lr times the buffer.
+    // torch.optim.SGD(lr, momentum=0.9): the momentum buffer times 0.9 plus the gradient, then
+    // the parameter minus lr times the buffer. On the CPU one tensor at a time
+    // (_single_tensor_sgd, its default there); on CUDA over all tensors at once (_multi_tensor_sgd,
+    // the foreach kernels), after GradScaler's unscale and overflow check under amp.
     at::NoGradGuard no_grad;
+    if (options_.cuda) {
+      bool step = true;
+      if (options_.amp) {
+        found_inf_.zero_();
+        at::_amp_foreach_non_finite_check_and_unscale_(
+            grads_, found_inf_, loss_scale_.to(at::kDouble).reciprocal().to(at::kFloat));
+        step = found_inf_.item<float>() == 0.0f;  // GradScaler.step skips a step that overflowed
+      }
+      if (step) {
+        at::_foreach_mul_(momenta_, 0.9);
+        at::_foreach_add_(momenta_, grads_, scale);
+        at::_foreach_add_(values_, momenta_, -kLearningRate);
+      }
+      if (options_.amp) {
+        at::_amp_update_scale_(loss_scale_, growth_tracker_, found_inf_, 2.0, 0.5, 2000);
+      }
+      torch::cuda::synchronize();
+      return;
+    }
     for (auto& s : layers_) {
       for (auto& p : s.params) {
         if (!p.grad.defined()) continue;
@@ -142,19 +237,35 @@ class TorchStep final : public TrainingStep {
   }
 
   std::string device() const override {
-    return fmt::format("cpu (libtorch {}, {} thread{})", torch_version(), threads_,
-                       threads_ == 1 ? "" : "s");
+    if (options_.cuda) {
+      return fmt::format("cuda:0 (libtorch {}, {}{})", torch_version(),
+                         options_.amp ? "amp float16" : "float32",
+                         options_.amp || tf32_off_ ? "" : ", TF32 as the library defaults");
+    }
+    return fmt::format("cpu (libtorch {}, {} thread{})", torch_version(), options_.threads,
+                       options_.threads == 1 ? "" : "s");
   }
 
   void to_host(int g, float* dst) override {
     const auto& b = gradients_.at(static_cast<std::size_t>(g));
+    if (options_.cuda) {
+      at::from_blob(dst, {b.elements}, at::TensorOptions().dtype(at::kFloat))
+          .copy_(gradient_tensors_.at(static_cast<std::size_t>(g)));
+      return;
+    }
     if (b.data != dst) std::memcpy(dst, b.data, static_cast<std::size_t>(b.elements) * 4);
   }
   void from_host(int g, const float* src) override {
     const auto& b = gradients_.at(static_cast<std::size_t>(g));
+    if (options_.cuda) {
+      gradient_tensors_.at(static_cast<std::size_t>(g))
+          .copy_(at::from_blob(const_cast<float*>(src), {b.elements},
+                               at::TensorOptions().dtype(at::kFloat)));
+      return;
+    }
     if (b.data != src) std::memcpy(b.data, src, static_cast<std::size_t>(b.elements) * 4);
   }
-  bool host_memory() const override { return true; }
+  bool host_memory() const override { return !options_.cuda; }
 
   void start_layer_timing() override {
     timing_ = true;
@@ -177,12 +288,57 @@ class TorchStep final : public TrainingStep {
   void backward(std::size_t v);
   at::Tensor input(std::size_t v, std::size_t i) { return layers_[graph_.layer(v).inputs[i]].out; }
 
+  // Layer timing. On the CPU the wall clock around each layer. On CUDA an event after each
+  // layer's kernels on the current stream and one at the start of the pass, read once the pass
+  // is done: a layer's time is the stream's time from the previous layer's end to its own, the
+  // gaps where the GPU waited for the host's launches included, with no synchronization between
+  // layers. A libtorch whose events cannot be timed synchronizes around each layer instead.
+  bool events() const { return options_.cuda && !events_.empty(); }
+  c10::Stream stream() const {
+    return c10::impl::VirtualGuardImpl(c10::DeviceType::CUDA).getStream(device_);
+  }
+  void pass_start() {
+    if (timing_ && events()) events_.back().record(stream());
+  }
+  std::chrono::steady_clock::time_point layer_start() const {
+    if (timing_ && options_.cuda && !events()) torch::cuda::synchronize();
+    return std::chrono::steady_clock::now();
+  }
+  void layer_end(std::size_t v, std::chrono::steady_clock::time_point t0, double LayerState::*sum) {
+    if (!timing_) return;
+    if (events()) {
+      events_[v].record(stream());
+      return;
+    }
+    if (options_.cuda) torch::cuda::synchronize();
+    layers_[v].*sum += since(t0);
+  }
+  void pass_end(double LayerState::*sum) {
+    if (!timing_ || !events()) return;
+    torch::cuda::synchronize();
+    const c10::Event* previous = &events_.back();
+    const auto& order = graph_.order();
+    const bool reverse = sum == &LayerState::backward_s;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const auto v = reverse ? order[order.size() - 1 - i] : order[i];
+      layers_[v].*sum += elapsed_s(*previous, events_[v]);
+      previous = &events_[v];
+    }
+  }
+
   const model::LayerGraph& graph_;
   std::int64_t batch_;
-  int threads_;
+  TorchStepOptions options_;
+  at::Device device_ = at::Device(at::kCPU);
+  bool tf32_off_ = false;
   bool timing_ = false;
   std::vector<LayerState> layers_;
   std::vector<GradientBuffer> gradients_;
+  std::vector<at::Tensor> gradient_tensors_;  // gradient g's tensor
+  // The optimizer's tensors, one per owned parameter (CUDA's foreach update).
+  std::vector<at::Tensor> values_, grads_, momenta_;
+  std::vector<c10::Event> events_;                      // one per layer, then the pass's start
+  at::Tensor loss_scale_, growth_tracker_, found_inf_;  // GradScaler's state under amp
 };
 
 void TorchStep::build() {
@@ -197,7 +353,9 @@ void TorchStep::build() {
     if (l.op->kind() == "embedding")
       vocab = std::min(vocab, l.op->attributes().at("vocab").get<std::int64_t>());
   }
-  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
+  const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(device_);
+  gradient_tensors_.resize(stats.gradients.size());
   for (auto v : graph_.order()) {
     const auto& l = graph_.layer(v);
     auto& s = layers_[v];
@@ -232,6 +390,7 @@ void TorchStep::build() {
         auto& gb = gradients_[static_cast<std::size_t>(gi->second)];
         const auto& owner = s.params.back();
         gb.data = owner.grad.defined() ? owner.grad.data_ptr<float>() : nullptr;
+        gradient_tensors_[static_cast<std::size_t>(gi->second)] = owner.grad;
         gb.value = owner.value.data_ptr<float>();
         gb.elements = owner.value.numel();
         gb.layer = l.name;
@@ -244,7 +403,7 @@ void TorchStep::build() {
       const auto shape = with_batch(batch_, l.output.shape);
       s.out = l.output.dtype == model::DType::kInt64
                   ? torch::randint(0, vocab == std::numeric_limits<std::int64_t>::max() ? 2 : vocab,
-                                   shape, torch::TensorOptions().dtype(torch::kInt64))
+                                   shape, i64)
                   : torch::randn(shape, f32);
     }
     if (s.kind == Kind::kBatchNorm) {
@@ -256,8 +415,19 @@ void TorchStep::build() {
       const auto& in = graph_.layer(l.inputs.at(0)).output.shape;
       const auto classes = in.back();
       const auto rows = batch_ * static_cast<std::int64_t>(model::numel(in)) / classes;
-      s.labels = torch::randint(0, classes, {rows}, torch::TensorOptions().dtype(torch::kInt64));
+      s.labels = torch::randint(0, classes, {rows}, i64);
     }
+    for (auto& p : s.params) {
+      if (!p.grad.defined()) continue;
+      values_.push_back(p.value);
+      grads_.push_back(p.grad);
+      momenta_.push_back(p.momentum);
+    }
+  }
+  if (options_.amp) {
+    loss_scale_ = torch::full({1}, 65536.0, f32);  // GradScaler's init_scale
+    growth_tracker_ = torch::zeros({1}, i64.dtype(torch::kInt32));
+    found_inf_ = torch::zeros({1}, f32);
   }
   // In place: ReLU and add whose first input is read by nothing else and made by a layer whose
   // backward needs its input, not its output (convolution, linear, normalization, add).
@@ -336,8 +506,7 @@ void TorchStep::forward(std::size_t v) {
       const auto seq = in[0].size(1);
       y = at::embedding(param(0), in[0]);
       if (s.params.size() > 1) {
-        y = y +
-            at::embedding(param(1), at::arange(seq, torch::TensorOptions().dtype(torch::kInt64)));
+        y = y + at::embedding(param(1), at::arange(seq, in[0].options()));
       }
       if (s.params.size() > 2) {
         y = y + at::embedding(param(2), at::zeros_like(in[0]));
@@ -351,7 +520,7 @@ void TorchStep::forward(std::size_t v) {
       const auto kk = in[1].view({batch_, T, h, dh}).transpose(1, 2);
       y = at::matmul(q, kk.transpose(-1, -2)) / std::sqrt(static_cast<double>(dh));
       if (a.value("causal", false)) {
-        const auto mask = at::ones({S, T}, torch::TensorOptions().dtype(torch::kBool)).triu(1);
+        const auto mask = at::ones({S, T}, in[0].options().dtype(torch::kBool)).triu(1);
         y = y.masked_fill(mask, -1e4);
       }
       break;
@@ -440,7 +609,10 @@ void TorchStep::forward(std::size_t v) {
 void TorchStep::backward(std::size_t v) {
   auto& s = layers_[v];
   if (s.kind == Kind::kInput || !graph_.layer(v).requires_grad) return;
-  if (s.kind == Kind::kLoss) s.grad = at::ones_like(s.out);
+  if (s.kind == Kind::kLoss) {
+    // d(sum of losses) / d(loss), times the loss scale under amp (GradScaler.scale(loss)).
+    s.grad = options_.amp ? at::ones_like(s.out) * loss_scale_ : at::ones_like(s.out);
+  }
   if (s.in_place) {
     if (!s.grad.defined()) return;
     const auto& l = graph_.layer(v);
@@ -497,9 +669,11 @@ std::string torch_version() { return TORCH_VERSION; }
 
 const std::vector<std::string>& torch_ops() { return step_ops(); }
 
+bool torch_has_cuda() { return torch::cuda::is_available(); }
+
 std::unique_ptr<TrainingStep> make_torch_step(const model::LayerGraph& graph, std::int64_t batch,
-                                              std::uint64_t seed, int threads) {
-  return std::make_unique<TorchStep>(graph, batch, seed, threads);
+                                              std::uint64_t seed, const TorchStepOptions& options) {
+  return std::make_unique<TorchStep>(graph, batch, seed, options);
 }
 
 }  // namespace dlsim::calibrate

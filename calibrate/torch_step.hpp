@@ -2,7 +2,9 @@
 // A model's training step through libtorch, PyTorch's C++ library (ATen; oneDNN and the BLAS on
 // the CPU): the kernels a PyTorch program runs for the same layers. Every layer of dlsim's layer
 // graph becomes the ATen call torch.nn's module of that kind makes (conv2d, linear,
-// batch_norm, max_pool2d, ...), at the graph's shapes, float32. Each layer's inputs enter as
+// batch_norm, max_pool2d, ...), at the graph's shapes, float32 parameters, on the CPU or on a
+// CUDA device (cuDNN and cuBLAS there), optionally under torch.autocast(float16) as
+// torch.cuda.amp runs a forward pass. Each layer's inputs enter as
 // leaves of their own, so the backward pass runs layer by layer (torch::autograd::grad of the
 // layer's output): the same backward kernels as one autograd pass, timed per layer, each
 // gradient ready as soon as its layer is done. Built with DLSIM_WITH_TORCH (libtorch-dev).
@@ -24,10 +26,21 @@ const std::vector<std::string>& torch_ops();
 // The libtorch version this build uses ("1.13.1"), empty without libtorch.
 std::string torch_version();
 
-// A step of `graph` at `batch` samples with `threads` intra-op threads (torch::set_num_threads,
-// process-wide), parameters and data from a generator seeded with `seed`. An op it cannot run
-// is an InputError naming the layer; without libtorch, an InputError naming what to install.
+struct TorchStepOptions {
+  int threads = 1;    // intra-op threads (torch::set_num_threads, process-wide)
+  bool cuda = false;  // the kernels on CUDA device 0 instead of the CPU
+  // The forward pass under autocast to float16 with a gradient scaler, as a PyTorch program
+  // with torch.autocast("cuda", float16) and torch.amp.GradScaler runs it (CUDA only).
+  bool amp = false;
+};
+
+// Whether this build's libtorch sees a CUDA device.
+bool torch_has_cuda();
+
+// A step of `graph` at `batch` samples, parameters and data from a generator seeded with
+// `seed`. An op it cannot run is an InputError naming the layer; without libtorch (or without
+// CUDA where options.cuda asks for it), an InputError naming what is missing.
 std::unique_ptr<TrainingStep> make_torch_step(const model::LayerGraph& graph, std::int64_t batch,
-                                              std::uint64_t seed, int threads);
+                                              std::uint64_t seed, const TorchStepOptions& options);
 
 }  // namespace dlsim::calibrate

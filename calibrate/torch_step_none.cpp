@@ -13,8 +13,10 @@ const std::vector<std::string>& torch_ops() {
   return none;
 }
 
+bool torch_has_cuda() { return false; }
+
 std::unique_ptr<TrainingStep> make_torch_step(const model::LayerGraph&, std::int64_t, std::uint64_t,
-                                              int) {
+                                              const TorchStepOptions&) {
   fail_at({}, "--device",
           "this build has no libtorch (install Debian's libtorch-dev and build again: "
           "DLSIM_WITH_TORCH)");

@@ -252,6 +252,14 @@ GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
     return t;
   };
   if (n.has("threads")) g.threads = thread_count(n.child("threads"));
+  // The training precision a layer-table entry was measured in (absent: fp32).
+  const auto table_precision = [&](const auto& e) -> std::string {
+    if (!e.has("precision")) return "fp32";
+    const auto c = e.child("precision");
+    const auto p = text(c);
+    if (p != "fp32" && p != "amp" && p != "fp16") c.fail("must be fp32, amp or fp16");
+    return p;
+  };
   if (n.has("layers")) {
     const auto t = n.child("layers");
     if (!t.is_map()) t.fail("must be a mapping with source and entries");
@@ -265,6 +273,7 @@ GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
       if (b < 1 || b > (std::int64_t{1} << 24)) e.child("batch").fail("must be in 1..2^24");
       k.batch = b;
       k.threads = thread_count(e.child("threads"));
+      k.precision = table_precision(e);
       k.forward = positive_time(e.child("forward"));
       k.backward = positive_time(e.child("backward"));
       e.finish();
@@ -280,6 +289,7 @@ GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
           e.child("tensors").fail("must be in 1..elements");
         }
         u.threads = thread_count(e.child("threads"));
+        u.precision = table_precision(e);
         u.time = positive_time(e.child("time"));
         e.finish();
         g.updates.push_back(u);

@@ -4,6 +4,7 @@
 // Read from YAML (docs/hardware-format.md); every quantity carries its unit in its type.
 
 #include <array>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -39,6 +40,7 @@ struct KernelEntry {
   std::string layer;  // model::layer_signature
   std::int64_t batch = 1;
   int threads = 1;
+  std::string precision = "fp32";  // the training precision it was measured in: fp32, amp
   Seconds forward, backward;
 };
 
@@ -48,6 +50,7 @@ struct UpdateEntry {
   std::int64_t elements = 0;
   std::int64_t tensors = 0;
   int threads = 1;
+  std::string precision = "fp32";  // amp: GradScaler's unscale and overflow check included
   Seconds time;
 };
 

@@ -2,6 +2,7 @@
 // Sizes and work of a model for one training step at a given per-GPU batch and precision:
 // per layer and in total. Conventions and sources: docs/model.md.
 
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>

@@ -1,6 +1,7 @@
 #pragma once
 // Shared pieces of the collective algorithms (internal to dlsim::networks).
 
+#include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>

@@ -6,6 +6,7 @@
 // topology, sharing links with whatever else is in flight. The two agree on a quiet network
 // (tested). `auto` is what the library would pick: NCCL's tuner, or MPI's ring.
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>

@@ -73,10 +73,12 @@ bool is_conv(const std::string& op) { return op == "conv2d"; }
 
 std::optional<std::pair<Seconds, Seconds>> measured_layer(const hardware::GpuSpec& gpu,
                                                           const std::string& signature,
-                                                          std::int64_t batch) {
+                                                          std::int64_t batch,
+                                                          TrainingPrecision precision) {
+  const auto wanted = to_string(precision);
   std::vector<const hardware::KernelEntry*> at;  // this layer at the profile's threads
   for (const auto& k : gpu.kernels) {
-    if (k.threads == gpu.threads && k.layer == signature) {
+    if (k.threads == gpu.threads && k.layer == signature && k.precision == wanted) {
       if (k.batch == batch) return std::make_pair(k.forward, k.backward);
       at.push_back(&k);
     }
@@ -118,14 +120,14 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
   std::map<model::LayerGraph::Vertex, std::size_t> index;
   for (std::size_t i = 0; i < stats.layers.size(); ++i) index[stats.layers[i].vertex] = i;
   p.layers.resize(stats.layers.size());
-  // Measured layer times stand for fp32 runs at the profile's thread count.
-  const bool tables = options.precision == TrainingPrecision::kFp32 && !gpu.kernels.empty();
+  // Measured layer times stand for runs in their own precision at the profile's thread count.
+  const bool tables = !gpu.kernels.empty();
   for (std::size_t i = 0; i < stats.layers.size(); ++i) {
     const auto& l = stats.layers[i];
     auto& t = p.layers[i];
     p.layer_names.push_back(l.name);
     if (tables) {
-      if (const auto m = measured_layer(gpu, l.signature, stats.batch)) {
+      if (const auto m = measured_layer(gpu, l.signature, stats.batch, options.precision)) {
         t.forward = m->first;
         t.backward = m->second;
         ++p.measured_layers;
@@ -155,12 +157,14 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
         kernel_time(Flops(0), Bytes(per_param * static_cast<double>(g.elements)), vector_peak,
                     gpu.gemm, gpu.memory_bandwidth, gpu.memory, gpu.kernel_launch);
   }
-  if (options.optimizer == Optimizer::kMomentum && options.precision == TrainingPrecision::kFp32) {
+  if (options.optimizer == Optimizer::kMomentum) {
     std::int64_t elements = 0;
     for (const auto& g : stats.gradients) elements += g.elements;
     const auto tensors = static_cast<std::int64_t>(stats.gradients.size());
+    const auto wanted = to_string(options.precision);
     for (const auto& u : gpu.updates) {
-      if (u.threads == gpu.threads && u.elements == elements && u.tensors == tensors) {
+      if (u.threads == gpu.threads && u.elements == elements && u.tensors == tensors &&
+          u.precision == wanted) {
         p.update = u.time;
         p.measured_update = true;
       }

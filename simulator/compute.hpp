@@ -3,6 +3,7 @@
 // holds: the roofline cost model with the profile's efficiency curves (docs/simulator.md,
 // "Compute time" and "Memory"). Times are for one GPU at the per-GPU batch of `stats`.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,13 +64,13 @@ struct ComputeOptions {
   std::optional<double> anchor_throughput;
 };
 
-// A layer's measured (forward, backward) times at `batch` from `gpu`'s table at its threads:
-// the entry of that batch, else the straight line through the two nearest measured batches
-// (a layer's time is affine in the batch), else one batch's times scaled by batch / its batch;
-// nothing where the table has no entry for the signature.
-std::optional<std::pair<Seconds, Seconds>> measured_layer(const hardware::GpuSpec& gpu,
-                                                          const std::string& signature,
-                                                          std::int64_t batch);
+// A layer's measured (forward, backward) times at `batch` from `gpu`'s table at its threads and
+// in `precision`: the entry of that batch, else the straight line through the two nearest
+// measured batches (a layer's time is affine in the batch), else one batch's times scaled by
+// batch / its batch; nothing where the table has no entry for the signature.
+std::optional<std::pair<Seconds, Seconds>> measured_layer(
+    const hardware::GpuSpec& gpu, const std::string& signature, std::int64_t batch,
+    TrainingPrecision precision = TrainingPrecision::kFp32);
 
 // `stats` must have been analysed at activation_precision(options.precision).
 ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::GpuSpec& gpu,

@@ -4,6 +4,7 @@
 // ends; a flow first waits its route's latency, then moves its bytes (docs/simulator.md,
 // "Flow-level network"). CollectiveRun executes a collective's schedule on it, step after step.
 
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <map>

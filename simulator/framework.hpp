@@ -5,6 +5,7 @@
 // plug-ins registered by name (docs/simulator.md, "Framework policies"); both engines drive the
 // same launcher, so they group gradients identically.
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>

@@ -2,6 +2,7 @@
 // `dlsim predict`: resolves a model, a cluster and a framework into a step setup, runs an
 // engine, and explains the result (docs/simulator.md; JSON schema in docs/predict-json.md).
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>

@@ -56,6 +56,9 @@ expect_failure "--batch: 'x' is not a batch size" -o r.jsonl run torch --batch x
 expect_failure "--threads: must be in 1..4096, got 0" -o r.jsonl run torch --threads 0
 expect_failure "--iters: must be at least 1, got 0" -o r.jsonl run torch -n 0
 expect_failure "unknown" -o r.jsonl run torch --model resnet5
+expect_failure "--device: 'gpu' is not cpu or cuda" -o r.jsonl run torch --device gpu
+expect_failure "--precision: 'bf16' is not fp32 or amp" -o r.jsonl run torch --precision bf16
+expect_failure "--precision: amp runs on a CUDA device only (--device cuda)" -o r.jsonl run torch --precision amp
 expect_failure "--partition" --script job.sbatch slurm --nodes 2 --partition "a'b; rm -rf /" --dry-run
 expect_failure "--nodes" --script job.sbatch slurm --nodes 0 --dry-run
 expect_failure "results_negative_time.jsonl:2: samples_s: every sample must be a positive time" -o p.yaml fit "$fx/results_negative_time.jsonl"

@@ -18,7 +18,7 @@ fail() {
 }
 
 # Data sets left out of the gate, each with its reason in docs/validate.md.
-not_gated="dle_pyt_rn50_2012 dle_tf_bert_1908 dle_tf_bert_1908_standin h100_torch h100_replay hkbu_ddlbench2020"
+not_gated="dle_pyt_rn50_2012 dle_tf_bert_1908 dle_tf_bert_1908_standin h100_torch h100_replay h200_torch hkbu_ddlbench2020"
 
 all_cases=("$root"/validate/cases/*.yaml)
 gated_cases=()
@@ -31,7 +31,8 @@ for f in "${all_cases[@]}"; do
 done
 
 data=(--data "$root/validate/data/throughput.csv" --data "$root/validate/data/scaling_claims.csv"
-  --data "$root/validate/data/h100_torch_step.csv" --data "$root/validate/data/h100_replay.csv")
+  --data "$root/validate/data/h100_torch_step.csv" --data "$root/validate/data/h100_replay.csv" \
+  --data "$root/validate/data/h200_torch_step.csv")
 
 # The report as docs/validate.md makes it.
 "$dlval" published "${data[@]}" --cases "${all_cases[@]}" -o "$tmp/report.md" \

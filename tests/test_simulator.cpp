@@ -378,18 +378,19 @@ TEST_CASE("golden_predictions_hold_to_one_part_in_a_million") {
   CHECK(files == 6);
 }
 
-TEST_CASE("measured_layer_times_come_from_the_table_at_the_profiles_threads") {
+TEST_CASE("measured_layer_times_come_from_the_table_at_the_profiles_threads_and_precision") {
   // A layer measured at batch 8 (forward 1 ms, backward 2 ms) and 16 (1.8 ms, 3.8 ms): batch 12
   // lies on the straight line through them (1.4 ms, 2.9 ms), batch 32 on its continuation
-  // (3.4 ms, 7.4 ms); a layer measured at one batch scales with the batch; another signature
-  // or another thread count has no entry.
+  // (3.4 ms, 7.4 ms); a layer measured at one batch scales with the batch; another signature,
+  // another thread count or another precision has no entry, and an amp entry serves amp only.
   auto gpu = dlsim::hardware::load_gpu("v100-sxm2-16gb");
   const std::string sig = "relu {} in=[64]g out=[64]";
-  gpu.kernels.push_back({sig, 8, 1, dlsim::Seconds(1e-3), dlsim::Seconds(2e-3)});
-  gpu.kernels.push_back({sig, 16, 1, dlsim::Seconds(1.8e-3), dlsim::Seconds(3.8e-3)});
-  gpu.kernels.push_back({sig, 8, 2, dlsim::Seconds(0.6e-3), dlsim::Seconds(1.1e-3)});
+  gpu.kernels.push_back({sig, 8, 1, "fp32", dlsim::Seconds(1e-3), dlsim::Seconds(2e-3)});
+  gpu.kernels.push_back({sig, 16, 1, "fp32", dlsim::Seconds(1.8e-3), dlsim::Seconds(3.8e-3)});
+  gpu.kernels.push_back({sig, 8, 2, "fp32", dlsim::Seconds(0.6e-3), dlsim::Seconds(1.1e-3)});
+  gpu.kernels.push_back({sig, 8, 1, "amp", dlsim::Seconds(0.4e-3), dlsim::Seconds(0.9e-3)});
   gpu.kernels.push_back(
-      {"tanh {} in=[64]g out=[64]", 4, 1, dlsim::Seconds(1e-3), dlsim::Seconds(3e-3)});
+      {"tanh {} in=[64]g out=[64]", 4, 1, "fp32", dlsim::Seconds(1e-3), dlsim::Seconds(3e-3)});
   const auto at = [&](const std::string& s, std::int64_t b) {
     return sim::measured_layer(gpu, s, b);
   };
@@ -401,6 +402,10 @@ TEST_CASE("measured_layer_times_come_from_the_table_at_the_profiles_threads") {
   CHECK(at(sig, 32)->second.value() == doctest::Approx(7.4e-3));
   CHECK(at("tanh {} in=[64]g out=[64]", 8)->second.value() == doctest::Approx(6e-3));
   CHECK_FALSE(at("gelu {} in=[64]g out=[64]", 8));
+  const auto amp = sim::measured_layer(gpu, sig, 16, sim::TrainingPrecision::kAmp);
+  REQUIRE(amp);
+  CHECK(amp->second.value() == doctest::Approx(1.8e-3));  // 0.9 ms x 16 / 8
+  CHECK_FALSE(sim::measured_layer(gpu, sig, 8, sim::TrainingPrecision::kFp16));
   gpu.threads = 2;
   CHECK(at(sig, 8)->first.value() == doctest::Approx(0.6e-3));
   CHECK_FALSE(at("tanh {} in=[64]g out=[64]", 4));
