@@ -2,9 +2,9 @@
 // One rank's training step of a model at its real shapes: forward, backward and the optimizer
 // update, layer by layer from dlsim's layer graph. `dlcalibrate run torch` times it layer by
 // layer (docs/calibrate.md, "Layer tables"), and `dlvalidate replay` runs it with a gradient
-// exchange between ranks (docs/validate-replay.md). The implementations: libtorch on the CPU
-// (calibrate/torch_step.hpp), the replay's own CPU kernels (validate/replay_cpu.hpp) and cuDNN
-// and cuBLAS on a GPU (validate/replay_gpu.hpp, in the CUDA build).
+// exchange between ranks (docs/validate-replay.md). The implementations: libtorch on the CPU or a
+// CUDA device (calibrate/torch_step.hpp), and the replay's cuDNN and cuBLAS step on a GPU
+// (validate/replay_gpu.hpp, in the CUDA build).
 
 #include <cstdint>
 #include <functional>

@@ -16,6 +16,17 @@ trap 'rm -rf "$OUT"' EXIT
 MPI=(mpirun --oversubscribe --mca btl self,tcp)
 fail() { echo "replay_mpi: $*" >&2; exit 1; }
 
+# The CPU replay runs libtorch: a build without it (the sanitizer build) says so and skips.
+if ! "$DLVALIDATE" replay --model "$MODEL" --batch 1 --steps 1 --warmup 0 \
+  --json "$OUT/probe.json" --csv "$OUT/probe.csv" 2>"$OUT/probe.err"; then
+  if grep -q "no libtorch" "$OUT/probe.err"; then
+    echo "replay_mpi: skipped: $(cat "$OUT/probe.err")"
+    exit 77
+  fi
+  cat "$OUT/probe.err" >&2
+  fail "a one-rank replay failed"
+fi
+
 for fw in horovod pytorch-ddp tf-ps; do
   "${MPI[@]}" -np 2 "$DLVALIDATE" replay --model "$MODEL" --batch 4 --steps 3 --warmup 1 \
     --framework "$fw" --json "$OUT/$fw.json" --csv "$OUT/$fw.csv" 2>"$OUT/$fw.err"

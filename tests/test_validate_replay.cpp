@@ -1,5 +1,6 @@
-// The replay's CPU training step: its kernels are the true adjoints (closed-form identities and
-// finite differences), and it produces the gradients dlsim's analysis lists, in its order.
+// The replay's CPU training step (libtorch, calibrate/torch_step.hpp): its gradients are the true
+// ones (finite differences), and it produces the gradients dlsim's analysis lists, in its order;
+// and the calibration's im2col kernels are adjoints (closed-form identity).
 
 #include <doctest/doctest.h>
 
@@ -15,11 +16,10 @@
 #include "model/analysis.hpp"
 #include "model/loader.hpp"
 #include "model/op.hpp"
-#include "validate/replay_cpu.hpp"
+#include "calibrate/torch_step.hpp"
+#include "validate/replay_step.hpp"
 
 namespace {
-
-using dlsim::validate::CpuTrainingStep;
 
 std::vector<float> ramp(std::size_t n, float scale) {
   std::vector<float> v(n);
@@ -67,9 +67,11 @@ TEST_CASE("col2im_is_the_adjoint_of_im2col") {
   CHECK(lhs == doctest::Approx(rhs).epsilon(1e-5));
 }
 
+#ifdef DLSIM_HAVE_TORCH
 TEST_CASE("replay_step_gives_the_analysis_gradients_in_backward_order") {
   const auto graph = dlsim::model::load_model("resnet18");
-  CpuTrainingStep step(graph, 1, 3);
+  const auto made = dlsim::validate::make_training_step("cpu", graph, 1, 3);
+  auto& step = *made;
   const auto stats = dlsim::model::analyze(graph, 1, dlsim::Precision::kFp32);
   REQUIRE(step.gradients().size() == stats.gradients.size());
   for (std::size_t g = 0; g < stats.gradients.size(); ++g) {
@@ -108,7 +110,8 @@ TEST_CASE("replay_backward_matches_finite_differences") {
   - {name: loss, op: softmax_cross_entropy}
 )");
   const auto graph = dlsim::model::load_model(path.string());
-  CpuTrainingStep step(graph, 1, 11);
+  const auto made = dlsim::validate::make_training_step("cpu", graph, 1, 11);
+  auto& step = *made;
   step.forward();
   step.backward([](int) {});
   int checked = 0;
@@ -134,10 +137,17 @@ TEST_CASE("replay_backward_matches_finite_differences") {
 }
 
 TEST_CASE("replay_has_a_cpu_kernel_for_every_op_kind") {
-  const auto& ops = dlsim::validate::replay_cpu_ops();
+  const auto& ops = dlsim::calibrate::torch_ops();
   const std::set<std::string> have(ops.begin(), ops.end());
   for (const auto& name : dlsim::model::op_registry().names()) {
     INFO(name);
     CHECK(have.count(name) == 1);
   }
 }
+#else
+TEST_CASE("replay_on_the_cpu_without_libtorch_is_an_error_naming_the_device") {
+  const auto graph = dlsim::model::load_model("resnet18");
+  CHECK_THROWS_AS(dlsim::validate::make_training_step("cpu", graph, 1, 3),
+                  dlsim::InputError);
+}
+#endif

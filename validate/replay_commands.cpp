@@ -51,7 +51,7 @@ void add_replay_command(CLI::App& app, const std::string& command) {
   c->add_option("--model", f->o.model, "Zoo model or model file")->required();
   c->add_option("--batch", f->o.batch, "Samples per rank and step (default 8)");
   c->add_option("--device", f->o.device,
-                "cpu (Eigen kernels), or gpu (cuDNN and cuBLAS; CUDA build) (default cpu)");
+                "cpu (libtorch: PyTorch's kernels), or gpu (cuDNN and cuBLAS; CUDA build) (default cpu)");
   c->add_option("--framework", f->o.framework,
                 "Framework policy: horovod, pytorch-ddp, tf-ps, mxnet-kvstore, ... (default "
                 "horovod)");

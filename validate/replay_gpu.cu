@@ -19,7 +19,7 @@
 // (validate/replay_cpu.cpp); the values are synthetic.
 
 #include "validate/replay_gpu.hpp"
-#include "validate/replay_ops.hpp"
+#include "calibrate/step_ops.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -406,7 +406,7 @@ struct DeviceArray {
   }
 };
 
-using Kind = OpKind;
+using Kind = calibrate::OpKind;
 
 struct Param {
   DeviceArray value, grad, momentum;
@@ -702,7 +702,7 @@ void GpuStep::setup_conv(std::size_t v, Layer& l) {
 }
 
 void GpuStep::build() {
-  const auto& kinds = replay_op_kinds();
+  const auto& kinds = calibrate::step_op_kinds();
   static const std::map<std::string, int> fns = {{"relu", 0}, {"relu6", 1}, {"sigmoid", 2},
                                                  {"tanh", 3}, {"silu", 4},  {"gelu", 5}};
   const auto stats = model::analyze(g_, batch_, Precision::kFp32);

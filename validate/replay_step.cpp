@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "calibrate/torch_step.hpp"
 #include "common/error.hpp"
-#include "validate/replay_cpu.hpp"
 #ifdef DLSIM_HAVE_CUDA_REPLAY
 #include "validate/replay_gpu.hpp"
 #endif
@@ -21,7 +21,8 @@ std::vector<std::string> replay_devices() {
 std::unique_ptr<TrainingStep> make_training_step(const std::string& device,
                                                  const model::LayerGraph& graph, std::int64_t batch,
                                                  std::uint64_t seed) {
-  if (device == "cpu") return std::make_unique<CpuTrainingStep>(graph, batch, seed);
+  // On the CPU: PyTorch's own kernels through libtorch, one intra-op thread per rank.
+  if (device == "cpu") return calibrate::make_torch_step(graph, batch, seed, {});
 #ifdef DLSIM_HAVE_CUDA_REPLAY
   if (device == "gpu") return make_gpu_training_step(graph, batch, seed);
 #else
