@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "calibrate/bench_cpu.hpp"
+#include "calibrate/torch_step.hpp"
 #include "common/error.hpp"
 #include "model/analysis.hpp"
 #include "model/loader.hpp"
 #include "model/op.hpp"
-#include "calibrate/torch_step.hpp"
 #include "validate/replay_step.hpp"
 
 namespace {
@@ -147,7 +147,6 @@ TEST_CASE("replay_has_a_cpu_kernel_for_every_op_kind") {
 #else
 TEST_CASE("replay_on_the_cpu_without_libtorch_is_an_error_naming_the_device") {
   const auto graph = dlsim::model::load_model("resnet18");
-  CHECK_THROWS_AS(dlsim::validate::make_training_step("cpu", graph, 1, 3),
-                  dlsim::InputError);
+  CHECK_THROWS_AS(dlsim::validate::make_training_step("cpu", graph, 1, 3), dlsim::InputError);
 }
 #endif

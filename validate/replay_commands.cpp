@@ -50,8 +50,9 @@ void add_replay_command(CLI::App& app, const std::string& command) {
   auto f = std::make_shared<Flags>();
   c->add_option("--model", f->o.model, "Zoo model or model file")->required();
   c->add_option("--batch", f->o.batch, "Samples per rank and step (default 8)");
-  c->add_option("--device", f->o.device,
-                "cpu (libtorch: PyTorch's kernels), or gpu (cuDNN and cuBLAS; CUDA build) (default cpu)");
+  c->add_option(
+      "--device", f->o.device,
+      "cpu (libtorch: PyTorch's kernels), or gpu (cuDNN and cuBLAS; CUDA build) (default cpu)");
   c->add_option("--framework", f->o.framework,
                 "Framework policy: horovod, pytorch-ddp, tf-ps, mxnet-kvstore, ... (default "
                 "horovod)");

@@ -18,8 +18,8 @@
 // The layouts, gradient accumulation and backward order follow the CPU step
 // (validate/replay_cpu.cpp); the values are synthetic.
 
-#include "validate/replay_gpu.hpp"
 #include "calibrate/step_ops.hpp"
+#include "validate/replay_gpu.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
