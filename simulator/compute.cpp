@@ -142,6 +142,23 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
     t.backward = time(l, l.backward_input_flops, traffic * (1 - wshare)) +
                  time(l, l.backward_weight_flops, traffic * wshare);
   }
+  // A profile with layer tables predicts the models it measured: one none of whose layers is in
+  // the table would silently fall back to the base device's uncalibrated roofline.
+  if (tables && p.measured_layers == 0) {
+    bool work = false;
+    for (const auto& l : stats.layers) work = work || l.op != "input";
+    if (work) {
+      fail_at({gpu.about.file}, "node.gpu.layers",
+              fmt::format("no layer of {} in {} at {} thread(s) is in the profile's layer table "
+                          "({}); measure it (dlcalibrate run torch --model {}{}) and fit again, "
+                          "or predict with a profile without layer tables",
+                          stats.name, to_string(options.precision), gpu.threads,
+                          gpu.kernels_source, stats.name,
+                          options.precision == TrainingPrecision::kFp32
+                              ? ""
+                              : " --precision " + to_string(options.precision)));
+    }
+  }
   const double grad_elem = gradient_element(options.precision).value();
   for (std::size_t g = 0; g < stats.gradients.size(); ++g) {
     p.layers[index.at(stats.gradients[g].vertex)].gradients.push_back(static_cast<int>(g));

@@ -68,6 +68,7 @@ expect_failure "hierarchical allreduce needs the same number of GPUs on every no
 expect_failure "--nodelist: host 'iris-185' is not in cluster 'default'" collective --gpus 8 --nodelist iris-[184-185]
 expect_failure "--gpus-per-node: 5 GPUs per node, but node 'iris-169' has 4" collective --gpus 8 --gpus-per-node 5
 expect_failure "node 'two-gpus': gpu0 cannot reach gpu1" collective --gpus 2 --cluster "$fixtures/unreachable.yaml"
+expect_failure "layer_table_relu.yaml: node.gpu.layers: no layer of resnet50 in fp32 at 1 thread(s) is in the profile's layer table (a test)" predict --model resnet50 --gpus 1 --cluster "$fixtures/layer_table_relu.yaml"
 expect_failure "need 32 free nodes" collective --gpus 64 --algo ps --ps-servers 32
 expect_failure "unknown model 'googlenett'; did you mean 'googlenet'" model show googlenett
 expect_failure "--batch: must be a positive integer, got -3" model show googlenet --batch -3
