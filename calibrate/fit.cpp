@@ -5,9 +5,11 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <numeric>
+#include <sstream>
 #include <tuple>
 
 #include "common/error.hpp"
@@ -211,6 +213,8 @@ std::vector<Series> group_series(const std::vector<Measurement>& measurements,
   using Key = std::tuple<std::string, std::string, int, int, std::string>;
   std::map<Key, std::map<double, std::vector<double>>> points;
   for (const auto& m : measurements) {
+    // A training step's layers and update (run torch) are a table, not a series by size.
+    if (m.backend == "torch") continue;
     std::string variant;
     for (const char* k : {"algorithm", "protocol", "direction", "peer"}) {
       if (auto it = m.params.find(k); it != m.params.end()) {
@@ -272,6 +276,76 @@ std::vector<SeriesFit> fit_series(const std::vector<Measurement>& measurements, 
     out.push_back(std::move(f));
   }
   return out;
+}
+
+std::string layer_table_report(const std::vector<Measurement>& ms, Statistic statistic) {
+  const auto param = [](const Measurement& m, const char* key, const char* absent) {
+    const auto it = m.params.find(key);
+    return it == m.params.end() ? std::string(absent) : it->second;
+  };
+  const auto stat = [&](const Measurement& m) {
+    return statistic == Statistic::kMin ? m.min_s() : m.median_s();
+  };
+  struct Row {
+    std::string layer, op;
+    int instances = 1;
+    const Measurement* forward = nullptr;
+    const Measurement* backward = nullptr;
+  };
+  struct Table {
+    std::vector<std::string> order;
+    std::map<std::string, Row> rows;  // by signature
+    const Measurement* update = nullptr;
+  };
+  std::map<std::string, Table> tables;  // by model, device, precision, batch, threads
+  std::vector<std::string> order;
+  for (const auto& m : ms) {
+    if (m.backend != "torch") continue;
+    const auto key = fmt::format("{} on {}, {}, batch {}, {} thread(s)", param(m, "model", "?"),
+                                 param(m, "device", "cpu"), param(m, "precision", "fp32"),
+                                 param(m, "batch", "?"), param(m, "threads", "?"));
+    if (!tables.count(key)) order.push_back(key);
+    auto& t = tables[key];
+    if (m.op == "optimizer_update") {
+      t.update = &m;
+      continue;
+    }
+    if (m.op != "layer_forward" && m.op != "layer_backward") continue;
+    if (!t.rows.count(m.shape)) t.order.push_back(m.shape);
+    auto& r = t.rows[m.shape];
+    r.layer = param(m, "layer", "?");
+    r.op = param(m, "op_kind", "?");
+    r.instances = std::max(1, std::atoi(param(m, "instances", "1").c_str()));
+    (m.op == "layer_forward" ? r.forward : r.backward) = &m;
+  }
+  std::ostringstream o;
+  const char* name = statistic == Statistic::kMin ? "minimum" : "median";
+  for (const auto& key : order) {
+    const auto& t = tables.at(key);
+    o << fmt::format("\nlayer table (run torch): {}; the {} over the timed steps\n", key, name);
+    o << fmt::format("  {:<36} {:<18} {:>4} {:>12} {:>8} {:>12} {:>8}\n", "layer", "op", "n",
+                     "forward_us", "spread%", "backward_us", "spread%");
+    double forward = 0, backward = 0;
+    const auto spread = [&](const Measurement* m) {
+      return m && stat(*m) > 0 ? 100 * (m->max_s() - m->min_s()) / stat(*m) : 0.0;
+    };
+    for (const auto& sig : t.order) {
+      const auto& r = t.rows.at(sig);
+      const double f = r.forward ? stat(*r.forward) : 0, b = r.backward ? stat(*r.backward) : 0;
+      forward += f * r.instances;
+      backward += b * r.instances;
+      o << fmt::format("  {:<36} {:<18} {:>4} {:>12.1f} {:>8.1f} {:>12.1f} {:>8.1f}\n",
+                       r.layer.substr(0, 36), r.op.substr(0, 18), r.instances, f * 1e6,
+                       spread(r.forward), b * 1e6, spread(r.backward));
+    }
+    o << fmt::format("  step: forward {:.3f} ms + backward {:.3f} ms (every instance){}\n",
+                     forward * 1e3, backward * 1e3,
+                     t.update ? fmt::format(" + update {:.3f} ms ({} tensors) = {:.3f} ms",
+                                            stat(*t.update) * 1e3, param(*t.update, "tensors", "?"),
+                                            (forward + backward + stat(*t.update)) * 1e3)
+                              : std::string());
+  }
+  return o.str();
 }
 
 }  // namespace dlsim::calibrate

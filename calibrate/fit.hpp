@@ -89,4 +89,10 @@ struct SeriesFit {
 std::vector<SeriesFit> fit_series(const std::vector<Measurement>& measurements,
                                   double min_bytes = 0, Statistic statistic = Statistic::kMedian);
 
+// `run torch`'s records as `fit` turns them into a profile's layer table, as text: per model,
+// device, precision, batch and thread count, every distinct layer's forward and backward time
+// (`statistic` over the timed steps, and the samples' spread in % of it), then the step they add
+// up to. Empty without such records.
+std::string layer_table_report(const std::vector<Measurement>& ms, Statistic statistic);
+
 }  // namespace dlsim::calibrate

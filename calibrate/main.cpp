@@ -126,10 +126,14 @@ std::string show_table(const std::vector<cal::Results>& all, const std::vector<s
                        f.fit.worst_relative_error() * 100);
     }
   }
+  o << cal::layer_table_report(ms, statistic);
   for (const auto& r : all) {
-    if (r.provenance.load_before && *r.provenance.load_before > 1.0) {
-      o << fmt::format("warning: load average {:.2f} before the run: the machine was busy\n",
-                       *r.provenance.load_before);
+    if (cal::was_busy(r.provenance)) {
+      o << fmt::format(
+          "warning: load average {:.2f} before, {:.2f} after the run on {} cores: the machine "
+          "was busy\n",
+          r.provenance.load_before.value_or(0.0), r.provenance.load_after.value_or(0.0),
+          cal::recorded_cores(r.provenance));
     }
   }
   return o.str();

@@ -5,7 +5,6 @@
 #include <tuple>
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -81,18 +80,11 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
     hosts.insert(r.provenance.hosts.begin(), r.provenance.hosts.end());
     tools.insert(r.provenance.tool);
     if (!r.provenance.date.empty()) dates.insert(r.provenance.date);
-    // Busy: a load average above the one process measuring plus a quarter of the cores (a
-    // 2-core machine at 1.5, a 16-core one at 5); one core where the file does not say.
-    double cores = 1;
-    if (const auto c = r.provenance.devices.find("cpu_cores"); c != r.provenance.devices.end()) {
-      cores = std::max(1.0, std::atof(c->second.c_str()));
-    }
-    if (r.provenance.load_before && r.provenance.load_after &&
-        std::max(*r.provenance.load_before, *r.provenance.load_after) > 1.0 + 0.25 * cores) {
+    if (r.provenance.load_before && r.provenance.load_after && was_busy(r.provenance)) {
       out.warnings.push_back(fmt::format(
           "the machine was busy while measuring (load average {:.2f} before, {:.2f} after on {} "
           "cores)",
-          *r.provenance.load_before, *r.provenance.load_after, cores));
+          *r.provenance.load_before, *r.provenance.load_after, recorded_cores(r.provenance)));
     }
   }
   if (ms.empty()) fail_at({}, "RESULTS", "no measurements to fit");

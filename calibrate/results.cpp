@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -50,6 +51,16 @@ const std::vector<std::string>& known_ops() {
       "copy",          "triad",          "launch",          "sendrecv",
       "layer_forward", "layer_backward", "optimizer_update"};
   return ops;
+}
+
+double recorded_cores(const Provenance& p) {
+  const auto c = p.devices.find("cpu_cores");
+  return c == p.devices.end() ? 1.0 : std::max(1.0, std::atof(c->second.c_str()));
+}
+
+bool was_busy(const Provenance& p) {
+  const double limit = 1.0 + 0.25 * recorded_cores(p);
+  return (p.load_before && *p.load_before > limit) || (p.load_after && *p.load_after > limit);
 }
 
 double bus_factor(const std::string& op, int ranks) {

@@ -68,6 +68,12 @@ struct Measurement {
 // nccl-tests' bus-bandwidth factor of `op` on `ranks` ranks (1 for non-collective ops).
 double bus_factor(const std::string& op, int ranks);
 
+// The CPU cores a results file says its machine had (devices.cpu_cores), 1 where it does not say.
+double recorded_cores(const Provenance& p);
+// Whether other work shared the machine: a load average (before or after) above the one process
+// measuring plus a quarter of the cores (a 2-core machine at 1.5, a 16-core one at 5).
+bool was_busy(const Provenance& p);
+
 // The ops a results file may contain.
 const std::vector<std::string>& known_ops();
 

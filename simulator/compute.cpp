@@ -152,8 +152,8 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
               fmt::format("no layer of {} in {} at {} thread(s) is in the profile's layer table "
                           "({}); measure it (dlcalibrate run torch --model {}{}) and fit again, "
                           "or predict with a profile without layer tables",
-                          stats.name, to_string(options.precision), gpu.threads,
-                          gpu.kernels_source, stats.name,
+                          stats.name, to_string(options.precision), gpu.threads, gpu.kernels_source,
+                          stats.name,
                           options.precision == TrainingPrecision::kFp32
                               ? ""
                               : " --precision " + to_string(options.precision)));

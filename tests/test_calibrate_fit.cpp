@@ -176,3 +176,33 @@ TEST_CASE("profile: one stream below what parallel pairs move together is a stre
   CHECK(rdma.yaml.find("stream_bandwidth") == std::string::npos);
   CHECK(rdma.yaml.find("efficiency: 0.9440") != std::string::npos);
 }
+
+TEST_CASE("layer_table_report_lists_each_layer_and_the_step_it_adds_up_to") {
+  // Two layers, one of them twice in the model (instances 2), and the update: the step is
+  // 1 x (10 + 20) us + 2 x (3 + 5) us + 40 us = 86 us; the spread of 9, 10, 12 us is 30 %.
+  std::vector<dlsim::calibrate::Measurement> ms;
+  const auto add = [&](const std::string& op, const std::string& shape, const std::string& layer,
+                       const std::string& n, std::vector<double> s) {
+    dlsim::calibrate::Measurement m;
+    m.op = op;
+    m.backend = "torch";
+    m.shape = shape;
+    m.samples_s = std::move(s);
+    m.params = {{"model", "tiny"}, {"batch", "8"},        {"threads", "1"},
+                {"layer", layer},  {"op_kind", "conv2d"}, {"instances", n}};
+    ms.push_back(m);
+  };
+  add("layer_forward", "conv a", "conv1", "1", {9e-6, 10e-6, 12e-6});
+  add("layer_backward", "conv a", "conv1", "1", {20e-6});
+  add("layer_forward", "conv b", "conv2", "2", {3e-6});
+  add("layer_backward", "conv b", "conv2", "2", {5e-6});
+  add("optimizer_update", "sgd", "", "1", {40e-6});
+  ms.back().params["tensors"] = "4";
+  const auto text = dlsim::calibrate::layer_table_report(ms, dlsim::calibrate::Statistic::kMedian);
+  CHECK(text.find("tiny on cpu, fp32, batch 8, 1 thread(s)") != std::string::npos);
+  CHECK(text.find("conv1") != std::string::npos);
+  CHECK(text.find("30.0") != std::string::npos);
+  CHECK(text.find("forward 0.016 ms + backward 0.030 ms (every instance) + update 0.040 ms "
+                  "(4 tensors) = 0.086 ms") != std::string::npos);
+  CHECK(dlsim::calibrate::layer_table_report({}, dlsim::calibrate::Statistic::kMedian).empty());
+}
