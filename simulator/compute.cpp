@@ -126,6 +126,9 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
     const auto& l = stats.layers[i];
     auto& t = p.layers[i];
     p.layer_names.push_back(l.name);
+    if (l.op != "input") ++p.layers_with_work;
+    // A layer table's step feeds its data without a kernel (run torch measures no input layer).
+    if (tables && l.op == "input") continue;
     if (tables) {
       if (const auto m = measured_layer(gpu, l.signature, stats.batch, options.precision)) {
         t.forward = m->first;
@@ -145,9 +148,7 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
   // A profile with layer tables predicts the models it measured: one none of whose layers is in
   // the table would silently fall back to the base device's uncalibrated roofline.
   if (tables && p.measured_layers == 0) {
-    bool work = false;
-    for (const auto& l : stats.layers) work = work || l.op != "input";
-    if (work) {
+    if (p.layers_with_work > 0) {
       fail_at({gpu.about.file}, "node.gpu.layers",
               fmt::format("no layer of {} in {} at {} thread(s) is in the profile's layer table "
                           "({}); measure it (dlcalibrate run torch --model {}{}) and fit again, "

@@ -52,6 +52,7 @@ struct ComputeProfile {
   // Layers whose times come from the device's measured layer table (hardware::KernelEntry),
   // and whether the update does; the rest is the roofline.
   int measured_layers = 0;
+  int layers_with_work = 0;  // every layer but the data inputs
   bool measured_update = false;
   Seconds step() const { return forward + backward + update; }
 };

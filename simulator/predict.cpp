@@ -406,7 +406,7 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
     p.why.push_back(fmt::format(
         "compute from measurement: {} of {} layers{} from the profile's layer table at {} "
         "thread(s) ({}), the rest from the roofline",
-        setup.compute.measured_layers, setup.compute.layers.size(),
+        setup.compute.measured_layers, setup.compute.layers_with_work,
         setup.compute.measured_update ? " and the update" : "", node0.gpu.threads,
         node0.gpu.kernels_source));
   }
