@@ -12,7 +12,7 @@ packages=(
   libcli11-dev libfmt-dev libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
   libopenmpi-dev openmpi-bin
   slurm-wlm munge iproute2
-  libtorch-dev python3-torch python3-torchvision
+  libtorch-dev libgloo-dev python3-torch python3-torchvision
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -348,4 +348,25 @@ std::string layer_table_report(const std::vector<Measurement>& ms, Statistic sta
   return o.str();
 }
 
+std::string cpu_cost_report(const std::vector<Measurement>& ms, Statistic statistic) {
+  std::ostringstream o;
+  std::string series;
+  for (const auto& m : ms) {
+    const auto it = m.params.find("cpu_s_per_call");
+    if (it == m.params.end() || m.bytes <= 0) continue;
+    const auto name = fmt::format("{} {} ranks={} nodes={}", m.op, m.backend, m.ranks, m.nodes);
+    if (name != series) {
+      series = name;
+      o << fmt::format("\n{}: CPU time per call (the slowest process's)\n", name);
+      o << fmt::format("  {:>14} {:>12} {:>12} {:>8} {:>10}\n", "size_bytes", "time_us", "cpu_us",
+                       "cpu_%", "cpu_ns/B");
+    }
+    const double wall = statistic == Statistic::kMin ? m.min_s() : m.median_s();
+    const double cpu = std::atof(it->second.c_str());
+    o << fmt::format("  {:>14.0f} {:>12.3f} {:>12.3f} {:>8.1f} {:>10.4f}\n", m.bytes, wall * 1e6,
+                     cpu * 1e6, wall > 0 ? 100 * cpu / wall : 0.0, cpu / m.bytes * 1e9);
+  }
+  return o.str();
+}
+
 }  // namespace dlsim::calibrate

@@ -95,4 +95,9 @@ std::vector<SeriesFit> fit_series(const std::vector<Measurement>& measurements,
 // up to. Empty without such records.
 std::string layer_table_report(const std::vector<Measurement>& ms, Statistic statistic);
 
+// The CPU time communication costs its processes, where the records carry it (`run gloo`:
+// params.cpu_s_per_call, the slowest rank's process CPU time per call): per series and size the
+// wall time, the CPU time, their ratio and the CPU time per byte. Empty without such records.
+std::string cpu_cost_report(const std::vector<Measurement>& ms, Statistic statistic);
+
 }  // namespace dlsim::calibrate

@@ -126,6 +126,7 @@ std::string show_table(const std::vector<cal::Results>& all, const std::vector<s
                        f.fit.worst_relative_error() * 100);
     }
   }
+  o << cal::cpu_cost_report(ms, statistic);
   o << cal::layer_table_report(ms, statistic);
   for (const auto& r : all) {
     if (cal::was_busy(r.provenance)) {

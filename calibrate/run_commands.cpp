@@ -19,6 +19,7 @@
 #include "calibrate/bench_nccl.hpp"
 #endif
 #include "calibrate/driver.hpp"
+#include "calibrate/gloo_run.hpp"
 #include "calibrate/torch_run.hpp"
 #include "common/error.hpp"
 #include "common/units.hpp"
@@ -164,6 +165,37 @@ void add_run_torch(CLI::App& run, const std::string& command_line) {
   });
 }
 
+void add_run_gloo(CLI::App& run, const std::string& command_line) {
+  auto* c = run.add_subcommand(
+      "gloo", "PyTorch's gloo all-reduce between local processes (DDP's CPU backend), per size");
+  struct Opt {
+    int ranks = 2, iters = 5, warmup = 2;
+    std::string from = "4B", to = "64MiB";
+    double factor = 4;
+    std::string out;
+  };
+  auto o = std::make_shared<Opt>();
+  c->add_option("--ranks", o->ranks, "Local processes")->capture_default_str();
+  c->add_option("-b,--minbytes", o->from, "Smallest all-reduce")->capture_default_str();
+  c->add_option("-e,--maxbytes", o->to, "Largest all-reduce")->capture_default_str();
+  c->add_option("-f,--stepfactor", o->factor, "Size factor between points")->capture_default_str();
+  c->add_option("-n,--iters", o->iters, "Timed samples per size")->capture_default_str();
+  c->add_option("-w,--warmup", o->warmup, "Untimed calls first")->capture_default_str();
+  c->add_option("-o,--output", o->out, "Results file (JSON Lines)")->required();
+  c->callback([o, command_line] {
+    if (o->out == "-") fail_at({}, "--output", "needs a file");
+    GlooRunOptions g;
+    g.ranks = o->ranks;
+    g.from = parse_flag("--minbytes", o->from, parse_bytes);
+    g.to = parse_flag("--maxbytes", o->to, parse_bytes);
+    g.factor = o->factor;
+    g.iters = o->iters;
+    g.warmup = o->warmup;
+    const auto n = run_gloo(g, o->out, command_line, &std::cerr);
+    std::cerr << fmt::format("dlcalibrate: {} sizes measured into {}\n", n, o->out);
+  });
+}
+
 // A `run` subcommand this build lacks: it takes any arguments and fails with one line saying how
 // to build it.
 [[maybe_unused]] void add_unavailable(CLI::App& run, const char* name, const char* help,
@@ -180,6 +212,7 @@ void add_run_commands(CLI::App& app, const std::string& command_line) {
   run->require_subcommand(1);
   add_run_cpu(*run, command_line);
   add_run_torch(*run, command_line);
+  add_run_gloo(*run, command_line);
 #ifdef DLSIM_HAVE_MPI
   add_run_mpi(*run, command_line);
 #else

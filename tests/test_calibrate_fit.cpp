@@ -206,3 +206,22 @@ TEST_CASE("layer_table_report_lists_each_layer_and_the_step_it_adds_up_to") {
                   "(4 tensors) = 0.086 ms") != std::string::npos);
   CHECK(dlsim::calibrate::layer_table_report({}, dlsim::calibrate::Statistic::kMedian).empty());
 }
+
+TEST_CASE("cpu_cost_report_gives_each_sizes_cpu_share_and_cpu_per_byte") {
+  // 1 MiB in 2 ms of which 1.5 ms CPU: 75 % and 1.5e-3 / 1048576 s = 1.4305 ns per byte.
+  dlsim::calibrate::Measurement m;
+  m.op = "allreduce";
+  m.backend = "gloo";
+  m.ranks = 2;
+  m.bytes = 1048576;
+  m.samples_s = {2e-3};
+  m.params["cpu_s_per_call"] = "0.0015";
+  const auto text = dlsim::calibrate::cpu_cost_report({m}, dlsim::calibrate::Statistic::kMedian);
+  CHECK(text.find("allreduce gloo ranks=2 nodes=1") != std::string::npos);
+  CHECK(text.find("2000.000") != std::string::npos);
+  CHECK(text.find("1500.000") != std::string::npos);
+  CHECK(text.find("75.0") != std::string::npos);
+  CHECK(text.find("1.4305") != std::string::npos);
+  m.params.clear();
+  CHECK(dlsim::calibrate::cpu_cost_report({m}, dlsim::calibrate::Statistic::kMedian).empty());
+}

@@ -1,0 +1,28 @@
+#pragma once
+// `dlcalibrate run gloo`: PyTorch's gloo all-reduce (c10d::ProcessGroupGloo, the backend of
+// DistributedDataParallel on CPUs) between local processes over loopback TCP, timed per size,
+// with the CPU time each call costs its process (docs/calibrate.md, "gloo").
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+namespace dlsim::calibrate {
+
+struct GlooRunOptions {
+  int ranks = 2;       // local processes
+  double from = 4;     // B, float32 all-reduce sizes: from, from x factor, ... up to `to`
+  double to = 64.0 * 1024 * 1024;
+  double factor = 4;
+  int iters = 5;       // timed samples per size
+  int warmup = 2;      // untimed calls first
+  double min_time_s = 2e-3;  // a sample's inner loop runs at least this long
+};
+
+// Measures and writes the results file `path` (which must not exist); returns the records
+// written. InputErrors name the flag (--ranks, --iters, ...) before anything runs; without
+// libtorch, an InputError naming what to install.
+std::size_t run_gloo(const GlooRunOptions& options, const std::string& path,
+                     const std::string& command_line, std::ostream* log);
+
+}  // namespace dlsim::calibrate
