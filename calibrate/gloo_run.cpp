@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 #include <sys/wait.h>
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 #include <unistd.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -29,8 +29,7 @@ double cpu_now() {
 }
 
 double wall_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // One rank's part: every size's samples, each the slowest rank's (wall, CPU) per call; rank 0

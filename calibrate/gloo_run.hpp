@@ -10,12 +10,12 @@
 namespace dlsim::calibrate {
 
 struct GlooRunOptions {
-  int ranks = 2;       // local processes
-  double from = 4;     // B, float32 all-reduce sizes: from, from x factor, ... up to `to`
+  int ranks = 2;    // local processes
+  double from = 4;  // B, float32 all-reduce sizes: from, from x factor, ... up to `to`
   double to = 64.0 * 1024 * 1024;
   double factor = 4;
-  int iters = 5;       // timed samples per size
-  int warmup = 2;      // untimed calls first
+  int iters = 5;             // timed samples per size
+  int warmup = 2;            // untimed calls first
   double min_time_s = 2e-3;  // a sample's inner loop runs at least this long
 };
 

@@ -5,8 +5,7 @@
 
 namespace dlsim::calibrate {
 
-std::size_t run_gloo(const GlooRunOptions&, const std::string&, const std::string&,
-                     std::ostream*) {
+std::size_t run_gloo(const GlooRunOptions&, const std::string&, const std::string&, std::ostream*) {
   fail_at({}, "--ranks",
           "this build has no gloo: it needs libtorch's c10d and gloo's headers (install Debian's "
           "libtorch-dev and libgloo-dev and build again: DLSIM_WITH_TORCH)");
