@@ -27,7 +27,9 @@ std::vector<float> ramp(std::size_t n, float scale) {
   return v;
 }
 
-std::filesystem::path write_model(const std::string& name, const std::string& layers) {
+// Used by the libtorch tests only (DLSIM_HAVE_TORCH).
+[[maybe_unused]] std::filesystem::path write_model(const std::string& name,
+                                                   const std::string& layers) {
   const auto path = std::filesystem::temp_directory_path() / (name + ".yaml");
   std::ofstream(path) << "name: " << name << "\ndescription: test\nsource: test\nlayers:\n"
                       << layers;
