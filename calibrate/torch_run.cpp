@@ -16,6 +16,24 @@
 
 namespace dlsim::calibrate {
 
+void check_torch_step(const TorchStepOptions& options) {
+  if (options.threads < 1) {
+    fail_at({}, "--threads", fmt::format("must be at least 1, got {}", options.threads));
+  }
+  if (options.amp && !options.cuda) {
+    fail_at({}, "--precision", "amp runs on a CUDA device only (--device cuda)");
+  }
+  if (!have_torch()) {
+    fail_at({}, "--device",
+            "this build has no libtorch (install Debian's libtorch-dev and build again: "
+            "DLSIM_WITH_TORCH)");
+  }
+  if (options.cuda && !torch_has_cuda()) {
+    fail_at({}, "--device",
+            fmt::format("cuda: this libtorch ({}) sees no CUDA device", torch_version()));
+  }
+}
+
 std::size_t run_torch(const TorchRunOptions& o, const std::string& path,
                       const std::string& command_line, std::ostream* log) {
   if (o.threads < 1 || o.threads > 4096) {
@@ -29,9 +47,6 @@ std::size_t run_torch(const TorchRunOptions& o, const std::string& path,
   if (o.precision != "fp32" && o.precision != "amp") {
     fail_at({}, "--precision", fmt::format("'{}' is not fp32 or amp", o.precision));
   }
-  if (o.precision == "amp" && o.device != "cuda") {
-    fail_at({}, "--precision", "amp runs on a CUDA device only (--device cuda)");
-  }
   TorchStepOptions step_options;
   step_options.threads = o.threads;
   step_options.cuda = o.device == "cuda";
@@ -40,11 +55,7 @@ std::size_t run_torch(const TorchRunOptions& o, const std::string& path,
     fail_at({path}, "", "already exists (choose another name)");
   }
   const auto graph = model::load_model(o.model);
-  if (!have_torch()) make_torch_step(graph, 1, 0, step_options);  // says what to install
-  if (step_options.cuda && !torch_has_cuda()) {
-    fail_at({}, "--device",
-            fmt::format("cuda: this libtorch ({}) sees no CUDA device", torch_version()));
-  }
+  check_torch_step(step_options);  // before the results file is made
 
   Provenance prov = host_provenance(command_line);
   prov.versions["libtorch"] = torch_version();

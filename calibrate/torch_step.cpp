@@ -120,16 +120,7 @@ class TorchStep final : public TrainingStep {
   TorchStep(const model::LayerGraph& graph, std::int64_t batch, std::uint64_t seed,
             const TorchStepOptions& options)
       : graph_(graph), batch_(batch), options_(options) {
-    if (options.threads < 1) {
-      fail_at({}, "--threads", fmt::format("must be at least 1, got {}", options.threads));
-    }
-    if (options.amp && !options.cuda) {
-      fail_at({}, "--precision", "amp runs on a CUDA device only (--device cuda)");
-    }
-    if (options.cuda && !torch::cuda::is_available()) {
-      fail_at({}, "--device",
-              fmt::format("cuda: this libtorch ({}) sees no CUDA device", TORCH_VERSION));
-    }
+    check_torch_step(options);
     at::set_num_threads(options.threads);
     torch::manual_seed(seed);
     if (options.cuda) {

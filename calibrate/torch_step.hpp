@@ -37,6 +37,11 @@ struct TorchStepOptions {
 // Whether this build's libtorch sees a CUDA device.
 bool torch_has_cuda();
 
+// That a step with `options` can run in this build, before anything is made: a thread count of
+// at least 1, amp only on CUDA, libtorch, and a CUDA device where options.cuda asks for one.
+// Otherwise an InputError naming the flag (--threads, --precision, --device).
+void check_torch_step(const TorchStepOptions& options);
+
 // A step of `graph` at `batch` samples, parameters and data from a generator seeded with
 // `seed`. An op it cannot run is an InputError naming the layer; without libtorch (or without
 // CUDA where options.cuda asks for it), an InputError naming what is missing.

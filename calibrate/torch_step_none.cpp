@@ -1,6 +1,7 @@
 // The libtorch step where this build has no libtorch (DLSIM_WITH_TORCH off).
 #include "calibrate/torch_step.hpp"
-#include "common/error.hpp"
+
+#include <stdexcept>
 
 namespace dlsim::calibrate {
 
@@ -16,10 +17,9 @@ const std::vector<std::string>& torch_ops() {
 bool torch_has_cuda() { return false; }
 
 std::unique_ptr<TrainingStep> make_torch_step(const model::LayerGraph&, std::int64_t, std::uint64_t,
-                                              const TorchStepOptions&) {
-  fail_at({}, "--device",
-          "this build has no libtorch (install Debian's libtorch-dev and build again: "
-          "DLSIM_WITH_TORCH)");
+                                              const TorchStepOptions& options) {
+  check_torch_step(options);  // fails here: this build has no libtorch
+  throw std::logic_error("check_torch_step passed in a build without libtorch");
 }
 
 }  // namespace dlsim::calibrate
