@@ -407,6 +407,24 @@ NodeSpec parse_node(const ConfigNode& n, const std::string& stem, Context& ctx) 
   }
   field(n, "links", node.links, inherited,
         [&](const ConfigNode& links) { return parse_links(links, node); });
+  if (inherited && !n.has("links")) {
+    // Inherited links name the base's vertices: a node that changes its GPUs, sockets, NICs or
+    // switches must say how the new ones are wired.
+    std::set<std::string> vertices(node.switches.begin(), node.switches.end());
+    for (int i = 0; i < node.gpus; ++i) vertices.insert(fmt::format("gpu{}", i));
+    for (int i = 0; i < node.host.sockets; ++i) vertices.insert(fmt::format("cpu{}", i));
+    for (int i = 0; i < node.nics; ++i) vertices.insert(fmt::format("nic{}", i));
+    for (const auto& l : node.links) {
+      for (const auto& end : {l.a, l.b}) {
+        if (!vertices.count(end)) {
+          n.fail(fmt::format(
+              "the links it inherits join '{}', which this node (gpus: {}, sockets: {}, nics: {}) "
+              "does not have: give its `links`",
+              end, node.gpus, node.host.sockets, node.nics));
+        }
+      }
+    }
+  }
   n.finish();
   return node;
 }
@@ -640,6 +658,12 @@ LibrarySpec parse_library(const ConfigNode& n, const std::string& stem, Context&
     lib.pcie_efficiency = fraction(e.child("pcie"));
     e.finish();
   });
+  if (n.has("host_cpu")) {
+    const auto c = n.child("host_cpu");
+    lib.cpu_per_call = seconds(c.child("per_call"));  // a negative duration is refused there
+    lib.cpu_per_byte = seconds(c.child("per_byte"));
+    c.finish();
+  }
   if (!lib.nccl()) {
     // MPI: point-to-point schedules, no tuning model (any NCCL key is an unknown key).
     field(n, "segment", lib.segment, inherited, capacity);

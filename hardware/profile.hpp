@@ -223,6 +223,12 @@ struct LibrarySpec {
   // 25 GB/s per NVLink; NCCL's PCI_BW 12 of 15.75 GB/s for PCIe gen3 x16): every NVLink and
   // PCIe link of the topology runs at line rate x this.
   double nvlink_efficiency = 1, pcie_efficiency = 1;
+  // Host CPU time one rank's process spends in a collective it calls: per call plus per byte of
+  // the collective's size (gloo and MPI copy, sum and move the bytes through the kernel's TCP
+  // stack on the host; NCCL's kernels run on the GPU: 0). Measured by `dlcalibrate run gloo`
+  // (docs/calibrate.md); where a node's cores are all taken by compute threads, this time is
+  // taken from compute (docs/simulator.md, "Shared cores").
+  Seconds cpu_per_call, cpu_per_byte;
   TunerSpec tuner;  // family nccl
   bool nccl() const { return family == "nccl"; }
   const ProtocolSpec* protocol(std::string_view name) const;
