@@ -143,9 +143,17 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
   auto at = [&](double seconds) { return to_time(seconds * factor); };
 
   const Time forward_end = at(compute.forward.value());
-  const Time backward_end = at(compute.forward.value() + compute.backward.value());
+  Time backward_end = at(compute.forward.value() + compute.backward.value());
   observers.emit({SpanKind::kForward, 0, 0, "forward", 0, forward_end});
-  observers.emit({SpanKind::kBackward, 0, 0, "backward", forward_end, backward_end});
+  const auto& library = setup.cluster->library;
+  const bool host_work = library.cpu_per_call.value() > 0 || library.cpu_per_byte.value() > 0;
+  if (!host_work) {
+    observers.emit({SpanKind::kBackward, 0, 0, "backward", forward_end, backward_end});
+  }
+  // Shared cores (docs/simulator.md): a collective that starts while the GPUs compute takes its
+  // host CPU time from them; backward and every gradient still to come end that much later.
+  Time stolen = 0;
+  Time copy_out = 0;  // DDP's copies out of the buckets, on the compute stream at the end
 
   // Gradient tensors in backward order with the time every GPU has them.
   std::vector<std::pair<Time, int>> ready;
@@ -187,14 +195,30 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
         };
         span(SpanKind::kNegotiate, "NEGOTIATE_ALLREDUCE", to_time(g.negotiate.value()));
         const Time copy = to_time(planner.copy_time(g.bytes).value());
-        span(SpanKind::kCopyIn, "MEMCPY_IN_FUSION_BUFFER", g.copy_in ? copy : 0);
+        // Compute-stream work that a rank still in backward takes from its compute: copies into
+        // the bucket (DDP) and the library's host CPU where cores are shared.
+        auto take = [&](Time lost, std::string_view what) {
+          if (lost <= 0 || t0 >= backward_end) return false;
+          observers.emit({SpanKind::kHostShare, 0, -1, what, t0, t0 + lost});
+          stolen += lost;
+          backward_end += lost;
+          return true;
+        };
+        if (g.copy_in && !(g.copies_on_compute && take(copy, "MEMCPY_IN_FUSION_BUFFER"))) {
+          span(SpanKind::kCopyIn, "MEMCPY_IN_FUSION_BUFFER", copy);
+        }
+        take(to_time(planner.compute_steal(g).value()), "HOST_CPU_COMMUNICATION");
         const auto& plan = planner.plan(g);
         Span c{SpanKind::kCollective,           0,      -1, collective_name, t0,
                t0 + to_time(plan.time.value()), g.bytes};
         c.latency = to_time(plan.latency.value());
         observers.emit(c);
         t0 = c.end;
-        span(SpanKind::kCopyOut, "MEMCPY_OUT_FUSION_BUFFER", g.copy_out ? copy : 0);
+        if (g.copy_out && g.copies_on_compute) {
+          copy_out += copy;  // finalize_backward, after the last collective
+        } else {
+          span(SpanKind::kCopyOut, "MEMCPY_OUT_FUSION_BUFFER", g.copy_out ? copy : 0);
+        }
         channel = t0;
         reduced += g.tensors.size();
       }
@@ -205,8 +229,8 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
     Time clock = 0;
     while (reduced < ready.size()) {
       const auto tick = launcher->next_tick(clock);
-      if (next < ready.size() && (!tick || ready[next].first <= *tick)) {
-        clock = ready[next].first;
+      if (next < ready.size() && (!tick || ready[next].first + stolen <= *tick)) {
+        clock = ready[next].first + stolen;
         run(launcher->ready(ready[next].second, clock), clock);
         ++next;
       } else if (tick) {
@@ -216,7 +240,15 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
         break;  // a launcher that holds tensors and never ticks: nothing more starts
       }
     }
-    comm_end = std::max(comm_end, channel);
+    comm_end = std::max(backward_end, channel);
+    if (copy_out > 0) {
+      observers.emit(
+          {SpanKind::kCopyOut, 0, -1, "MEMCPY_OUT_FUSION_BUFFER", comm_end, comm_end + copy_out});
+      comm_end += copy_out;
+    }
+  }
+  if (host_work) {
+    observers.emit({SpanKind::kBackward, 0, 0, "backward", forward_end, backward_end});
   }
   const Time update_end = comm_end + at(compute.update.value());
   observers.emit({SpanKind::kUpdate, 0, 0, "update", comm_end, update_end});

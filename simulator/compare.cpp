@@ -69,6 +69,8 @@ std::string verdict_why(const Prediction& w, const std::string& wname, const Pre
        r.loss.fusion_or_bucket_waiting - w.loss.fusion_or_bucket_waiting},
       {"the parameter-server bottleneck",
        r.loss.parameter_server_bottleneck - w.loss.parameter_server_bottleneck},
+      {"communication work on compute",
+       r.loss.communication_on_compute - w.loss.communication_on_compute},
       {"stragglers", r.loss.stragglers - w.loss.stragglers}};
   const auto top = *std::max_element(
       diff.begin(), diff.end(), [](const auto& a, const auto& b) { return a.second < b.second; });

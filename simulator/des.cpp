@@ -94,6 +94,8 @@ class DesStep {
     double factor = 1;  // this step's compute slowdown
     Time backward_start = 0, backward_end = 0;
     bool backward_done = false;
+    Time backward_due = 0;  // when backward ends, host CPU taken by communication included
+    std::uint64_t due_generation = 0;
   };
 
   int n() const { return static_cast<int>(gpus_.size()); }
@@ -104,6 +106,7 @@ class DesStep {
   void begin_iteration(int i) {
     iteration_ = i;
     reduced_ = 0;
+    stolen_ = 0;
     comm_done_ = tensors_ == 0 || n() == 1;
     launcher_ = s_.policy->launcher(s_.resolved, s_.job);
     tick_pending_ = false;
@@ -154,14 +157,54 @@ class DesStep {
       }
       if (++started_backward_ == n()) {
         started_backward_ = 0;
-        for (std::size_t k = 0; k < checkpoints_.size(); ++k) {
-          kernel_.at(ready_at_[k], [this, k] {
-            for (int t : *checkpoints_[k].tensors) tensor_ready(t);
-          });
-        }
+        fired_.assign(checkpoints_.size(), 0);
+        schedule_checkpoints();
       }
     }
-    kernel_.at(g.backward_start + scaled(backward_, g), [this, r] { backward_done(r); });
+    g.backward_due = g.backward_start + scaled(backward_, g);
+    schedule_backward_done(r);
+  }
+
+  // Every checkpoint not reached yet, at its time plus the compute lost so far to the host's
+  // communication work; a rescheduling supersedes the events of the one before.
+  void schedule_checkpoints() {
+    const auto generation = ++checkpoint_generation_;
+    for (std::size_t k = 0; k < checkpoints_.size(); ++k) {
+      if (fired_[k]) continue;
+      kernel_.at(ready_at_[k] + stolen_, [this, k, generation] {
+        if (generation != checkpoint_generation_) return;
+        fired_[k] = 1;
+        for (int t : *checkpoints_[k].tensors) tensor_ready(t);
+      });
+    }
+  }
+
+  void schedule_backward_done(int r) {
+    auto& g = gpus_[static_cast<std::size_t>(r)];
+    const auto generation = ++g.due_generation;
+    kernel_.at(g.backward_due, [this, r, generation] {
+      if (generation == gpus_[static_cast<std::size_t>(r)].due_generation) backward_done(r);
+    });
+  }
+
+  // Shared cores (docs/simulator.md): the collective starting now takes `lost` of host CPU from
+  // every rank still computing its backward pass, which ends that much later, and so does every
+  // gradient it has yet to produce. Whether any rank was computing.
+  bool steal(Time lost, std::string_view what) {
+    if (lost <= 0) return false;
+    bool computing = false;
+    for (int r = 0; r < n(); ++r) {
+      auto& g = gpus_[static_cast<std::size_t>(r)];
+      if (g.backward_done || g.iteration != iteration_) continue;
+      computing = true;
+      g.backward_due += lost;
+      schedule_backward_done(r);
+    }
+    if (!computing) return false;
+    obs_.emit({SpanKind::kHostShare, iteration_, -1, what, kernel_.now(), kernel_.now() + lost});
+    stolen_ += lost;
+    if (!fired_.empty()) schedule_checkpoints();
+    return true;
   }
 
   void emit_backward_layers(int r) {
@@ -225,7 +268,10 @@ class DesStep {
   }
 
   void copy_in() {
-    const Time d = group_.copy_in ? to_time(planner_.copy_time(group_.bytes).value()) : 0;
+    Time d = group_.copy_in ? to_time(planner_.copy_time(group_.bytes).value()) : 0;
+    // Copies on the compute stream: while the ranks compute, their backward pass takes them and
+    // the bucket is in when its last gradient is; after backward, the collective waits for them.
+    if (d > 0 && group_.copies_on_compute && steal(d, "MEMCPY_IN_FUSION_BUFFER")) d = 0;
     if (d > 0) {
       obs_.emit({SpanKind::kCopyIn, iteration_, -1, "MEMCPY_IN_FUSION_BUFFER", kernel_.now(),
                  kernel_.now() + d, group_.bytes});
@@ -235,6 +281,7 @@ class DesStep {
 
   void collective() {
     collective_start_ = kernel_.now();
+    steal(to_time(planner_.compute_steal(group_).value()), "HOST_CPU_COMMUNICATION");
     const auto key = group_key(group_);
     // The stream is the job's only traffic: a collective that starts on a quiet network takes
     // exactly the time the same collective took from a quiet start before.
@@ -256,7 +303,11 @@ class DesStep {
               collective_start_,     kernel_.now(), group_.bytes};
     span.latency = to_time(plan.latency.value());
     obs_.emit(span);
-    const Time d = group_.copy_out ? to_time(planner_.copy_time(group_.bytes).value()) : 0;
+    Time d = group_.copy_out ? to_time(planner_.copy_time(group_.bytes).value()) : 0;
+    if (group_.copies_on_compute) {
+      copy_out_pending_ += d;  // after the last collective (finalize_backward)
+      d = 0;
+    }
     if (d > 0) {
       obs_.emit({SpanKind::kCopyOut, iteration_, -1, "MEMCPY_OUT_FUSION_BUFFER", kernel_.now(),
                  kernel_.now() + d, group_.bytes});
@@ -506,6 +557,15 @@ class DesStep {
   }
 
   void all_reduced() {
+    if (copy_out_pending_ > 0) {
+      // finalize_backward copies every bucket out on the compute stream.
+      const Time d = copy_out_pending_;
+      copy_out_pending_ = 0;
+      obs_.emit({SpanKind::kCopyOut, iteration_, -1, "MEMCPY_OUT_FUSION_BUFFER", kernel_.now(),
+                 kernel_.now() + d});
+      kernel_.after(d, [this] { all_reduced(); });
+      return;
+    }
     comm_done_ = true;
     for (int r = 0; r < n(); ++r) {
       if (gpus_[static_cast<std::size_t>(r)].backward_done) start_update(r);
@@ -556,6 +616,10 @@ class DesStep {
   int iteration_ = 0;
   Time iteration_start_ = 0;
   std::vector<Time> ready_at_;  // per checkpoint: the latest rank reaching it
+  std::vector<char> fired_;     // per checkpoint: its gradients are out
+  std::uint64_t checkpoint_generation_ = 0;
+  Time stolen_ = 0;            // compute this step has lost to the host's communication work
+  Time copy_out_pending_ = 0;  // bucket copies the compute stream makes after the collectives
   int started_backward_ = 0;
   std::size_t reduced_ = 0;
   bool comm_done_ = false;

@@ -17,6 +17,22 @@ CollectivePlanner::CollectivePlanner(const StepSetup& setup)
                                                            setup.cluster->library),
                                   ", ")));
   }
+  const auto& lib = setup.cluster->library;
+  if (lib.cpu_per_call.value() > 0 || lib.cpu_per_byte.value() > 0) {
+    const auto nodes = setup.comm.ranks_by_node();
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const int ranks = static_cast<int>(nodes[i].size());
+      const auto& node = setup.topo->node(setup.comm.rank_slot[nodes[i].front()]);
+      const double spare = node.host.cores - static_cast<double>(ranks) * node.gpu.threads;
+      shared_ = std::max(shared_, std::clamp(1 - spare / ranks, 0.0, 1.0));
+    }
+  }
+}
+
+Seconds CollectivePlanner::compute_steal(const CommGroup& group) const {
+  if (shared_ <= 0) return Seconds(0);
+  const auto& lib = setup_.cluster->library;
+  return Seconds(shared_ * (lib.cpu_per_call.value() + lib.cpu_per_byte.value() * group.bytes));
 }
 
 const networks::CollectiveCost& CollectivePlanner::plan(const CommGroup& group) {

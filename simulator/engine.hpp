@@ -59,9 +59,18 @@ class CollectivePlanner {
   // Memory-bound copy of `bytes` on a GPU (read and write).
   Seconds copy_time(double bytes) const;
   networks::CollectiveRequest request(const CommGroup& group) const;
+  // The compute time each rank loses to the library's host CPU work for `group` while it
+  // computes: shared_cores() x (cpu_per_call + cpu_per_byte x bytes) (docs/simulator.md,
+  // "Shared cores"). Zero for NCCL and wherever the nodes have a core to spare per rank.
+  Seconds compute_steal(const CommGroup& group) const;
+  // The fraction of a rank's communication CPU time that must come from its compute's cores:
+  // 1 - spare / R for R ranks of T threads on C cores (spare = C - R T), clamped to [0, 1]; the
+  // most of any node of the job.
+  double shared_cores() const { return shared_; }
 
  private:
   const StepSetup& setup_;
+  double shared_ = 0;
   std::unique_ptr<networks::CollectiveAlgorithm> algorithm_;
   std::map<GroupKey, std::unique_ptr<networks::CollectiveCost>> cache_;
 };

@@ -29,6 +29,9 @@ struct CommGroup {
   Seconds negotiate;       // coordination before the group starts (Horovod)
   bool copy_in = false;    // copied into a fusion or bucket buffer before the collective...
   bool copy_out = false;   // ...and out of it after
+  // The copies run on the compute stream (PyTorch DDP: autograd hooks copy each gradient in,
+  // finalize_backward copies every bucket out once backward is done), not on the channel's.
+  bool copies_on_compute = false;
 };
 
 // Settings a user may give a policy; each policy takes the ones it documents and refuses the

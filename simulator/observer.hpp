@@ -22,6 +22,9 @@ enum class SpanKind {
   kCopyIn,      // channel: into a fusion or bucket buffer
   kCollective,  // channel: the collective of one group
   kCopyOut,     // channel: out of the buffer
+  // The job: host CPU time a collective's library work took from the ranks' compute where they
+  // share cores with it (docs/simulator.md, "Shared cores"); backward ends that much later.
+  kHostShare,
 };
 
 struct Span {

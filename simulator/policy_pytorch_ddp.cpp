@@ -32,7 +32,7 @@ class DdpLauncher : public GradientLauncher {
     missing_.resize(buckets_.size());
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       missing_[b] = static_cast<int>(buckets_[b].tensors.size());
-      buckets_[b].copy_in = buckets_[b].copy_out = true;
+      buckets_[b].copy_in = buckets_[b].copy_out = buckets_[b].copies_on_compute = true;
       buckets_[b].ps = ps;
       buckets_[b].ps.tensors = {buckets_[b].bytes};
     }

@@ -1,6 +1,7 @@
 #include "simulator/predict.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -27,6 +28,7 @@ class Breakdown : public StepObserver {
   struct Step {
     Time begin = 0, end = 0;
     Time backward_end = 0;
+    Time host_share = 0;  // compute lost to the host's communication work
     std::vector<Span> channel;
   };
   void on_span(const Span& s) override {
@@ -44,6 +46,9 @@ class Breakdown : public StepObserver {
       case SpanKind::kCollective:
       case SpanKind::kCopyOut:
         st.channel.push_back(s);
+        break;
+      case SpanKind::kHostShare:
+        st.host_share += s.end - s.begin;
         break;
       default:
         break;
@@ -72,6 +77,7 @@ Means summarize(const Breakdown& b) {
   for (const auto& st : steps) {
     m.step += to_seconds(st.end - st.begin);
     m.backward_end += to_seconds(st.backward_end - st.begin);
+    m.loss.communication_on_compute += to_seconds(st.host_share);
     Time comm_end = st.backward_end;
     for (const auto& c : st.channel) {
       comm_end = std::max(comm_end, c.end);
@@ -127,7 +133,8 @@ Means summarize(const Breakdown& b) {
   m.exposed /= n;
   m.groups = static_cast<int>(std::lround(m.groups / n));
   for (double* v : {&m.loss.exposed_bandwidth, &m.loss.latency_and_small_messages,
-                    &m.loss.fusion_or_bucket_waiting, &m.loss.parameter_server_bottleneck}) {
+                    &m.loss.fusion_or_bucket_waiting, &m.loss.parameter_server_bottleneck,
+                    &m.loss.communication_on_compute}) {
     *v /= n;
   }
   return m;
@@ -353,10 +360,11 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
   p.communication_s = m.communication;
   p.exposed_communication_s = m.exposed;
   p.loss = m.loss;
-  p.loss.stragglers = m.backward_end - single_backward_end;
+  p.loss.stragglers = m.backward_end - single_backward_end - p.loss.communication_on_compute;
+  if (std::abs(p.loss.stragglers) < 1e-12) p.loss.stragglers = 0;  // rounding of the subtraction
   const double parts = p.loss.exposed_bandwidth + p.loss.latency_and_small_messages +
                        p.loss.fusion_or_bucket_waiting + p.loss.parameter_server_bottleneck +
-                       p.loss.stragglers;
+                       p.loss.communication_on_compute + p.loss.stragglers;
   p.loss.other = (m.step - single) - parts;
   p.memory = memory;
   p.memory_capacity_bytes = capacity.value();
@@ -397,6 +405,7 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
   p.hardware = hardware::to_json(hardware::AnySpec(cluster));
 
   // Why, in words.
+  const double shared_fraction = o.gpus > 1 ? CollectivePlanner(setup).shared_cores() : 0.0;
   auto ms = [](double s) { return fmt::format("{:.2f} ms", s * 1e3); };
   p.why.push_back(fmt::format(
       "compute per GPU: forward {} + backward {} + update {} at batch {} in {} on {}{}",
@@ -425,6 +434,24 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
                                   p.collective_protocol.empty() ? "" : "/" + p.collective_protocol,
                                   ms(p.largest_collective_s), p.bottleneck));
       p.why.push_back(fmt::format("why {}: {}", p.collective_algorithm, p.collective_why));
+    }
+    if (p.loss.communication_on_compute > 0) {
+      const auto& lib = cluster.library;
+      std::vector<std::string> what;
+      if (o.framework == "pytorch-ddp") {
+        what.push_back("DDP copies each bucket in and out on the compute stream");
+      }
+      if (shared_fraction > 0) {
+        what.push_back(fmt::format(
+            "{} ranks of {} thread(s) on a node's {} cores leave {:.0f} % of the library's host "
+            "CPU work ({:.1f} us per call + {:.3g} ns/B, {}) to the compute's cores",
+            placement.nodes.empty() ? 0 : o.gpus / static_cast<int>(placement.nodes.size()),
+            node0.gpu.threads, node0.host.cores, 100 * shared_fraction,
+            lib.cpu_per_call.value() * 1e6, lib.cpu_per_byte.value() * 1e9, lib.about.name));
+      }
+      p.why.push_back(
+          fmt::format("communication work on compute: backward ends {} later per step ({})",
+                      ms(p.loss.communication_on_compute), fmt::join(what, "; ")));
     }
     p.why.push_back(
         fmt::format("stragglers: the slowest of {} GPUs ends backward {} after one GPU alone would "
@@ -497,6 +524,7 @@ nlohmann::json to_json(const Prediction& p) {
                           {"latency_and_small_messages", p.loss.latency_and_small_messages / t},
                           {"fusion_or_bucket_waiting", p.loss.fusion_or_bucket_waiting / t},
                           {"parameter_server_bottleneck", p.loss.parameter_server_bottleneck / t},
+                          {"communication_on_compute", p.loss.communication_on_compute / t},
                           {"stragglers", p.loss.stragglers / t},
                           {"other", p.loss.other / t}};
   j["policy"] = {{"description", p.policy_description}, {"settings", p.policy_settings}};
@@ -543,6 +571,7 @@ std::string to_table(const Prediction& p) {
            {"latency and small messages", p.loss.latency_and_small_messages},
            {"fusion or bucket waiting", p.loss.fusion_or_bucket_waiting},
            {"parameter-server bottleneck", p.loss.parameter_server_bottleneck},
+           {"communication on compute", p.loss.communication_on_compute},
            {"stragglers", p.loss.stragglers},
            {"other", p.loss.other}}) {
     o << fmt::format("    {:<32} {}\n", name, pct(v / t));

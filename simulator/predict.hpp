@@ -68,6 +68,8 @@ struct EfficiencyLoss {
   double latency_and_small_messages = 0;
   double fusion_or_bucket_waiting = 0;
   double parameter_server_bottleneck = 0;
+  double communication_on_compute = 0;  // compute lost to communication work: bucket copies
+                                        // on the compute stream, host CPU (shared cores)
   double stragglers = 0;
   double other = 0;
 };

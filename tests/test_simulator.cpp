@@ -2,6 +2,7 @@
 // predictions (docs/simulator.md).
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -153,8 +154,8 @@ TEST_CASE("efficiency_loss_parts_add_up_to_one_minus_the_efficiency") {
     const auto p = sim::predict(o);
     const auto& l = p.loss;
     const double sum = l.exposed_bandwidth + l.latency_and_small_messages +
-                       l.fusion_or_bucket_waiting + l.parameter_server_bottleneck + l.stragglers +
-                       l.other;
+                       l.fusion_or_bucket_waiting + l.parameter_server_bottleneck +
+                       l.communication_on_compute + l.stragglers + l.other;
     CAPTURE(fw);
     CHECK(sum / p.step_time_s == doctest::Approx(1 - p.scaling_efficiency).epsilon(1e-9));
     CHECK(p.scaling_efficiency < 1.0);
@@ -409,4 +410,57 @@ TEST_CASE("measured_layer_times_come_from_the_table_at_the_profiles_threads_and_
   gpu.threads = 2;
   CHECK(at(sig, 8)->first.value() == doctest::Approx(0.6e-3));
   CHECK_FALSE(at("tanh {} in=[64]g out=[64]", 4));
+}
+
+TEST_CASE("shared_cores_take_the_librarys_host_cpu_time_from_compute_only_without_spare_cores") {
+  // docs/simulator.md, "Shared cores": two ranks of one thread on a node of C cores, a library
+  // spending 1 ms of host CPU per call. sigma = clamp(1 - (C - 2) / 2, 0, 1): C = 2 takes all of
+  // it (1 ms for every collective that starts while backward runs), C = 3 half, C = 4 none.
+  // DDP's bucket copies on the compute stream are there in every case alike.
+  const auto write = [](int cores, bool host_cpu) {
+    const auto name = fmt::format("dlsim-shared-{}-{}", cores, host_cpu ? "cpu" : "none");
+    const auto path = std::filesystem::temp_directory_path() / (name + ".yaml");
+    std::ofstream(path) << fmt::format(
+        "kind: cluster\nname: {2}\ndescription: two ranks on {0} cores (tests)\n"
+        "source: tests\nextends: default\nnodes: 1\n"
+        "node:\n  extends: iris-v100x4\n  gpus: 2\n  host: {{cores: {0}}}\n  switches: []\n"
+        "  links: [[gpu*, cpu0, pcie], [nic0, cpu0, pcie]]\n"
+        "  gpu: {{extends: v100-sxm2-16gb, threads: 1, step_jitter: 0}}\n"
+        "library:\n  extends: mpi\n  name: gloo-like\n{1}",
+        cores, host_cpu ? "  host_cpu: {per_call: \"1ms\", per_byte: \"0ns\"}\n" : "", name);
+    return path.string();
+  };
+  for (const char* engine : {"des", "analytic"}) {
+    CAPTURE(engine);
+    auto o = options("resnet18", 2);
+    o.framework = "pytorch-ddp";
+    o.engine = *sim::parse_engine(engine);
+    o.cluster = write(4, false);
+    const auto quiet = sim::predict(o);
+    CHECK(quiet.loss.communication_on_compute > 0);  // the bucket copies
+    o.cluster = write(4, true);
+    const auto spare = sim::predict(o);
+    CHECK(spare.loss.communication_on_compute ==
+          doctest::Approx(quiet.loss.communication_on_compute).epsilon(1e-12));
+    CHECK(spare.step_time_s == doctest::Approx(quiet.step_time_s).epsilon(1e-12));
+    o.cluster = write(2, true);
+    const auto full = sim::predict(o);
+    // Whole milliseconds: one per collective started during backward; the last bucket starts
+    // when backward has ended and costs nothing.
+    const double calls =
+        (full.loss.communication_on_compute - quiet.loss.communication_on_compute) / 1e-3;
+    CHECK(calls == doctest::Approx(std::round(calls)).epsilon(1e-6));
+    CHECK(calls >= 1);
+    CHECK(calls <= full.groups - 1);
+    CHECK(full.step_time_s > quiet.step_time_s);
+    CHECK(full.loss.stragglers == doctest::Approx(0).scale(1e-9));
+    o.cluster = write(3, true);
+    const auto half = sim::predict(o);
+    CHECK(half.loss.communication_on_compute - quiet.loss.communication_on_compute ==
+          doctest::Approx(calls * 1e-3 / 2).epsilon(1e-6));
+    const auto& l = full.loss;
+    CHECK(l.exposed_bandwidth + l.latency_and_small_messages + l.fusion_or_bucket_waiting +
+              l.parameter_server_bottleneck + l.communication_on_compute + l.stragglers + l.other ==
+          doctest::Approx(full.step_time_s - full.single_gpu_step_s).epsilon(1e-9));
+  }
 }
