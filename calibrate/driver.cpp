@@ -79,6 +79,17 @@ std::string describe(const Benchmark& b, const BenchPoint& p) {
                      p.shape.empty() ? "" : " " + p.shape);
 }
 
+// The host's memory from /proc/meminfo (MemTotal, kB), in bytes; nothing where it cannot tell.
+std::optional<double> host_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  double kb = 0;
+  while (in >> key >> kb >> unit) {
+    if (key == "MemTotal:" && unit == "kB" && kb > 0) return kb * 1024;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string utc_now() {
@@ -190,6 +201,7 @@ Provenance host_provenance(const std::string& command_line) {
   p.versions["compiler"] = compiler();
   p.devices["cpu"] = cpu_model();
   p.devices["cpu_cores"] = std::to_string(cores());
+  if (const auto m = host_memory_bytes()) p.devices["memory"] = fmt::format("{:.0f}B", *m);
   for (const char* v : {"OMP_NUM_THREADS", "GOMP_CPU_AFFINITY", "MALLOC_MMAP_THRESHOLD_"}) {
     if (const char* value = std::getenv(v)) p.environment[v] = value;
   }

@@ -75,8 +75,20 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
   FittedProfile out;
   std::vector<Measurement> ms;
   std::set<std::string> hosts, tools, dates;
+  std::string host_cpu;     // the CPU model the results name
+  std::string host_memory;  // and its memory ("16777216000B"), where recorded
+  double host_cores = 0;
   for (const auto& r : results) {
     ms.insert(ms.end(), r.measurements.begin(), r.measurements.end());
+    if (const auto c = r.provenance.devices.find("cpu"); c != r.provenance.devices.end()) {
+      host_cpu = c->second;
+    }
+    if (r.provenance.devices.count("cpu_cores")) {
+      host_cores = std::max(host_cores, recorded_cores(r.provenance));
+    }
+    if (const auto m = r.provenance.devices.find("memory"); m != r.provenance.devices.end()) {
+      host_memory = m->second;
+    }
     hosts.insert(r.provenance.hosts.begin(), r.provenance.hosts.end());
     tools.insert(r.provenance.tool);
     if (!r.provenance.date.empty()) dates.insert(r.provenance.date);
@@ -104,7 +116,19 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
   std::string tool_list;
   for (const auto& t : tools) tool_list += (tool_list.empty() ? "" : ", ") + t;
 
-  std::string gpu_yaml, host_yaml, network_yaml, library_yaml;
+  // The fastest FLOP rate a layer of a `run torch` table reached on the CPU: the CPU device's
+  // peak where no GEMM sweep measured one (its efficiency is 1 there).
+  double table_peak = 0;
+  for (const auto& m : ms) {
+    const auto d = m.params.find("device");
+    const bool cpu = d == m.params.end() || d->second == "cpu";
+    const double t = o.statistic == Statistic::kMin ? m.min_s() : m.median_s();
+    if (m.backend == "torch" && cpu && m.flops > 0 && t > 0) {
+      table_peak = std::max(table_peak, m.flops / t);
+    }
+  }
+  std::string gpu_yaml, network_yaml, library_yaml;
+  std::vector<std::string> host_fields;  // the node's `host` keys that were measured
 
   // ---- device ----
   for (const std::string backend : {"cpu", "cuda"}) {
@@ -173,16 +197,18 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
     if (m) line("memory", *m, false);
     std::string y = "  gpu:\n";
     if (backend == "cpu") {
-      // The CPU as the device: its peak is the fitted asymptote (efficiency max 1).
-      const double peak = g ? g->rate : 1e9;
+      // The CPU as the device: its peak is the fitted asymptote (efficiency max 1), or the
+      // layer table's fastest layer.
+      const double peak = g ? g->rate : (table_peak > 0 ? table_peak : 1e9);
       y += fmt::format("    name: {}\n", q(o.name + "-cpu"));
       y += fmt::format("    description: {}\n",
                        q("The host CPU as a compute device, measured by dlcalibrate"));
       y += fmt::format("    source: {}\n", q("dlcalibrate fit of " + files));
       y += fmt::format("    peak: {{fp32: {}}}\n", gflop_rate(peak));
-      y += fmt::format("    memory: {{capacity: {}, bandwidth: {}}}\n",
-                       q(fmt::format("{:.0f}B", node.host.memory.value())),
-                       gbps(m ? m->rate : node.host.memory_bandwidth.value()));
+      y += fmt::format(
+          "    memory: {{capacity: {}, bandwidth: {}}}\n",
+          q(host_memory.empty() ? fmt::format("{:.0f}B", node.host.memory.value()) : host_memory),
+          gbps(m ? m->rate : node.host.memory_bandwidth.value()));
       y += "    efficiency:\n";
       y += fmt::format("      source: {}\n",
                        q("fitted e(x) = x / (x + half) to the measured rates (max 1: the peak "
@@ -194,7 +220,7 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
       y += fmt::format("      memory: {{max: 1, half: {}}}\n", bytes(m ? m->half : 1));
       y += fmt::format("    kernel_launch: {}\n", us(0));
       y += "    step_jitter: 0\n";
-      if (m) host_yaml = fmt::format("  host: {{memory_bandwidth: {}}}\n", gbps(m->rate));
+      if (m) host_fields.push_back(fmt::format("memory_bandwidth: {}", gbps(m->rate)));
     } else {
       // A GPU: datasheet peak and bandwidth of the base, fitted efficiencies.
       const auto& bg = node.gpu;
@@ -331,6 +357,96 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
             : s.bytes.back() / big.time(s.bytes.back()) * bus_factor(s.op, s.ranks) / 1e9,
         big.min_bytes, big.max_bytes, f.fit.regimes.size(), f.fit.worst_relative_error() * 100));
   }
+  // ---- ranks of this host over gloo (run gloo): the node's path between ranks, the library ----
+  std::string node_yaml;
+  {
+    std::vector<Measurement> gloo;
+    for (const auto& m : ms) {
+      if (m.backend == "gloo" && m.op == "allreduce" && m.nodes == 1 && m.ranks > 1) {
+        gloo.push_back(m);
+      }
+    }
+    const auto fits = fit_series(gloo, o.min_bytes, o.statistic);
+    const SeriesFit* f = nullptr;
+    for (const auto& x : fits) {
+      if (!f || x.series.ranks > f->series.ranks) f = &x;
+    }
+    if (f) {
+      // gloo's ring allreduce over n ranks of one host is what the `mpi` library's ring costs
+      // (docs/networks.md, "MPI ring"): T = 2(n-1) alpha + 2(n-1)/n S / B, each step one hop
+      // rank -> host -> rank. So B is the series' bus bandwidth at its largest sizes and each
+      // of the two hops carries half of alpha = (the series' latency) / 2(n-1).
+      const int n = f->series.ranks;
+      const auto& big = f->fit.regimes.back();
+      const double link_bw = big.bandwidth();
+      const double hop = std::max(0.0, f->latency.alpha) / (2.0 * (n - 1)) / 2;
+      // Host CPU per call: c0 + c1 S by least squares over every size with the process CPU
+      // time recorded (params.cpu_s_per_call, the slowest rank's).
+      std::vector<double> size, cpu;
+      for (const auto& m : gloo) {
+        if (m.ranks != n) continue;
+        const auto c = m.params.find("cpu_s_per_call");
+        if (c == m.params.end()) continue;
+        size.push_back(m.bytes);
+        cpu.push_back(std::stod(c->second));
+      }
+      std::optional<AlphaBeta> cpu_fit;
+      if (size.size() >= 2) cpu_fit = fit_alpha_beta(size, cpu);
+      if (link_bw > 0) {
+        const int cores = host_cores > 0 ? static_cast<int>(host_cores) : node.host.cores;
+        std::string y;
+        y += fmt::format("  gpus: {}\n", n);
+        y += "  nics: 1\n";
+        y += "  link_types:\n";
+        y += fmt::format(
+            "    loopback: {{bandwidth: {}, latency: {}}}   # run gloo: one hop of a "
+            "rank's exchange through the host\n",
+            gbps(link_bw), us(hop));
+        y += fmt::format("    nic: {{bandwidth: {}, latency: {}}}        # the NIC's port rate\n",
+                         gbps(net.port.bandwidth.value()), us(0));
+        y += "  switches: []\n";
+        y += "  links:\n";
+        y += "    - [gpu*, cpu0, loopback]\n";
+        y += "    - [nic0, cpu0, nic]\n";
+        node_yaml = y;
+        host_fields.push_back(
+            fmt::format("cpu: {}", q(host_cpu.empty() ? node.host.cpu : host_cpu)));
+        host_fields.push_back("sockets: 1");
+        host_fields.push_back(fmt::format("cores: {}", cores));
+        if (!host_memory.empty()) host_fields.push_back(fmt::format("memory: {}", q(host_memory)));
+        std::string lib = "library:\n";
+        lib += "  extends: \"mpi\"\n";
+        lib += fmt::format("  name: {}\n", q(o.name + "-gloo"));
+        lib += fmt::format("  description: {}\n",
+                           q(fmt::format("gloo (PyTorch's ProcessGroupGloo) between {} ranks of "
+                                         "this host, as dlcalibrate run gloo measured it",
+                                         n)));
+        lib += fmt::format("  source: {}\n", q("dlcalibrate fit of " + files));
+        lib += "  link_efficiency: {nvlink: 1, pcie: 1}   # the links are measured rates\n";
+        if (cpu_fit) {
+          lib += fmt::format("  host_cpu: {{per_call: {}, per_byte: {}}}\n",
+                             us(std::max(0.0, cpu_fit->alpha)),
+                             q(fmt::format("{:.6g}ns", std::max(0.0, cpu_fit->beta) * 1e9)));
+        }
+        library_yaml = lib;
+        out.report.push_back(fmt::format(
+            "node: {} ranks on {} cores of {}; between ranks gloo's ring (mpi library) over a "
+            "rank -> host -> rank path of {:.3f} GB/s and {:.2f} us per hop (allreduce bus "
+            "bandwidth {:.3f} GB/s at {} .. {} B, latency {:.1f} us)",
+            n, cores, host_cpu.empty() ? node.host.cpu : host_cpu, link_bw / 1e9, hop * 1e6,
+            link_bw / 1e9, big.min_bytes, big.max_bytes, f->latency.alpha * 1e6));
+        if (cpu_fit) {
+          out.report.push_back(fmt::format(
+              "host CPU per gloo call: {:.1f} us + {:.3f} ns/B (worst error {:.1f} %, {} sizes): "
+              "taken from compute where the ranks' threads fill the cores (docs/simulator.md, "
+              "\"Shared cores\")",
+              std::max(0.0, cpu_fit->alpha) * 1e6, std::max(0.0, cpu_fit->beta) * 1e9,
+              cpu_fit->worst_relative_error * 100, size.size()));
+        }
+      }
+    }
+  }
+
   // ---- layer tables: a model's layers and update through libtorch (run torch) ----
   {
     const auto stat = [&](const Measurement& m) {
@@ -424,7 +540,39 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
           "roofline elsewhere",
           layers.size() - half, model_list, *threads.begin(), updates.size(),
           fmt::join(precisions, " and "), *devices.begin()));
-      if (gpu_yaml.empty()) {
+      if (gpu_yaml.empty() && *devices.begin() == "cpu") {
+        // The host CPU as the device, from the table itself: its peak is the fastest FLOP rate
+        // a layer reached (efficiency 1 there), its memory the base host's.
+        const double peak = table_peak;
+        gpu_yaml = "  gpu:\n";
+        gpu_yaml += fmt::format("    name: {}\n", q(o.name + "-cpu"));
+        gpu_yaml += fmt::format(
+            "    description: {}\n",
+            q(fmt::format("The host CPU as a compute device ({}), measured by dlcalibrate run "
+                          "torch",
+                          host_cpu.empty() ? "model not recorded" : host_cpu)));
+        gpu_yaml += fmt::format(
+            "    source: {}\n",
+            q("dlcalibrate fit of " + files +
+              ": peak = the fastest layer's FLOP rate in the table; memory = the base host's"));
+        gpu_yaml += fmt::format("    peak: {{fp32: {}}}\n", gflop_rate(peak > 0 ? peak : 1e9));
+        gpu_yaml += fmt::format(
+            "    memory: {{capacity: {}, bandwidth: {}}}\n",
+            q(host_memory.empty() ? fmt::format("{:.0f}B", node.host.memory.value()) : host_memory),
+            gbps(node.host.memory_bandwidth.value()));
+        gpu_yaml += "    efficiency:\n";
+        gpu_yaml += fmt::format("      source: {}\n",
+                                q("none measured: layers outside the table run at the peak"));
+        gpu_yaml += "      gemm: {max: 1, half: \"0.000001GFLOP\"}\n";
+        gpu_yaml += "      conv: {max: 1, half: \"0.000001GFLOP\"}\n";
+        gpu_yaml += "      memory: {max: 1, half: \"1B\"}\n";
+        gpu_yaml += fmt::format("    kernel_launch: {}\n", us(0));
+        gpu_yaml += "    step_jitter: 0\n";
+        out.warnings.push_back(fmt::format(
+            "layer tables without a `run cpu` sweep: the CPU device's peak is the table's fastest "
+            "layer ({:.2f} GFLOP/s); layers missing from the table run at it",
+            peak / 1e9));
+      } else if (gpu_yaml.empty()) {
         out.warnings.push_back(
             "layer tables without a `run cpu` or `run gpu` sweep: layers missing from the table "
             "fall back to the base device's roofline");
@@ -434,7 +582,9 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
     }
   }
 
-  if (gpu_yaml.empty() && network_yaml.empty() && host_yaml.empty()) {
+  const std::string host_yaml =
+      host_fields.empty() ? "" : fmt::format("  host: {{{}}}\n", fmt::join(host_fields, ", "));
+  if (gpu_yaml.empty() && network_yaml.empty() && host_yaml.empty() && node_yaml.empty()) {
     fail_at({}, "RESULTS",
             "nothing to fit: no compute or memory sweep and no point-to-point results between "
             "two nodes");
@@ -454,10 +604,10 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
                     tool_list, date_list.empty() ? "date not recorded" : date_list,
                     host_list.empty() ? "not recorded" : host_list, o.command)));
   y += fmt::format("extends: {}\n", q(o.base));
-  if (!gpu_yaml.empty() || !host_yaml.empty()) {
+  if (!gpu_yaml.empty() || !host_yaml.empty() || !node_yaml.empty()) {
     y += "node:\n";
     y += fmt::format("  extends: {}\n", q(node.about.name));
-    y += gpu_yaml + host_yaml;
+    y += gpu_yaml + host_yaml + node_yaml;
   }
   if (!network_yaml.empty()) y += "network:\n" + network_yaml;
   y += library_yaml;

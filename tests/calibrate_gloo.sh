@@ -1,6 +1,7 @@
 #!/bin/bash
 # dlcalibrate run gloo for real: two local processes all-reduce through PyTorch's c10d gloo over
-# loopback TCP; every size is in the file with its wall and CPU time, and show prints both.
+# loopback TCP; every size is in the file with its wall and CPU time, show prints both, and fit
+# turns them into the host's node and library.
 # Skips (77) where the build has no gloo (no libtorch, or no libgloo-dev).
 #
 #   tests/calibrate_gloo.sh DLCALIBRATE
@@ -33,6 +34,13 @@ PY
 "$DLCAL" show "$OUT/g.jsonl" >"$OUT/show.txt"
 grep -q "allreduce gloo ranks=2 nodes=1: CPU time per call" "$OUT/show.txt" ||
   fail "show prints no CPU table"
+# fit makes the host's node and library of them: the ranks joined through the host at the
+# measured rate, and the exchange's CPU time per call and per byte.
+"$DLCAL" fit "$OUT/g.jsonl" -o "$OUT/host.yaml" >"$OUT/fit.txt" 2>&1 || fail "fit: $(cat "$OUT/fit.txt")"
+for want in "  gpus: 2" "loopback: {bandwidth:" "- [gpu*, cpu0, loopback]" "extends: \"mpi\"" \
+  "host_cpu: {per_call:"; do
+  grep -qF -- "$want" "$OUT/host.yaml" || fail "the fitted profile lacks '$want'"
+done
 # Bad input: one line, exit 2, no file.
 set +e
 "$DLCAL" run gloo --ranks 1 -o "$OUT/bad.jsonl" 2>"$OUT/bad.err"

@@ -1,6 +1,7 @@
 // Alpha-beta fitting: exact recovery of known parameters, relative weighting, regimes at a
 // protocol change, and series grouped by op, backend, ranks and variant.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cmath>
 
@@ -224,4 +225,34 @@ TEST_CASE("cpu_cost_report_gives_each_sizes_cpu_share_and_cpu_per_byte") {
   CHECK(text.find("1.4305") != std::string::npos);
   m.params.clear();
   CHECK(dlsim::calibrate::cpu_cost_report({m}, dlsim::calibrate::Statistic::kMedian).empty());
+}
+
+TEST_CASE("profile: gloo between two ranks of a host becomes the node's path and its host cpu") {
+  // gloo's ring allreduce on 2 ranks: t = 2 alpha + S / B with alpha = 200 us and B = 1 GB/s
+  // (one straight line), each call taking 0.1 ms + 0.8 ns/B of process CPU. The ring the mpi
+  // library runs has 2(n-1) = 2 steps of two hops (rank -> host -> rank): each hop 100 us / 2 =
+  // 50 us, and each carries S/2 per step at B. On a host of 2 cores.
+  cal::Results r;
+  r.provenance.tool = "test";
+  r.provenance.devices = {{"cpu", "Test CPU"}, {"cpu_cores", "2"}, {"memory", "8589934592B"}};
+  for (double b : sizes(1 << 20, 64 << 20)) {
+    cal::Measurement m;
+    m.op = "allreduce";
+    m.backend = "gloo";
+    m.ranks = 2;
+    m.bytes = b;
+    m.samples_s = {200e-6 + b / 1e9};
+    m.params["cpu_s_per_call"] = fmt::format("{:.9g}", 100e-6 + 0.8e-9 * b);
+    r.measurements.push_back(m);
+  }
+  cal::ProfileOptions o;
+  o.name = "host";
+  const auto p = cal::fit_profile({r}, o);
+  CAPTURE(p.yaml);
+  CHECK(p.yaml.find("  gpus: 2\n") != std::string::npos);
+  CHECK(p.yaml.find("loopback: {bandwidth: \"1GB/s\", latency: \"50us\"}") != std::string::npos);
+  CHECK(p.yaml.find("cores: 2") != std::string::npos);
+  CHECK(p.yaml.find("memory: \"8589934592B\"") != std::string::npos);
+  CHECK(p.yaml.find("host_cpu: {per_call: \"100us\", per_byte: \"0.8ns\"}") != std::string::npos);
+  CHECK(p.yaml.find("extends: \"mpi\"") != std::string::npos);
 }
