@@ -15,9 +15,11 @@ first on PATH). docs/validate.md, "PyTorch DDP on this machine".
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -56,17 +58,22 @@ def run(rank, args, init_file, queue):
     side = MODELS[args.model]
     data = torch.randn(args.batch, 3, side, side)
     target = torch.randint(0, 1000, (args.batch,))
-    times = []
-    for i in range(args.warmup + args.steps):
+    times, local = [], []
+    paired = args.paired and args.ranks > 1
+    for i in range(args.warmup + args.steps * (2 if paired else 1)):
+        # --paired: every other step under DDP's no_sync(), the same step without the gradient
+        # exchange, so both kinds see the same machine at the same time.
+        exchange = not paired or (i - args.warmup) % 2 == 0
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(data), target)
-        loss.backward()
+        with contextlib.nullcontext() if exchange else model.no_sync():
+            loss = loss_fn(model(data), target)
+            loss.backward()
         opt.step()
         if i >= args.warmup:
-            times.append(time.perf_counter() - t0)
+            (times if exchange else local).append(time.perf_counter() - t0)
     if rank == 0:
-        queue.put(times)
+        queue.put((times, local))
     dist.barrier()
     dist.destroy_process_group()
 
@@ -80,6 +87,9 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--paired", action="store_true",
+                   help="with 2+ ranks, alternate each timed step with one under no_sync() (no "
+                        "gradient exchange): --steps of each")
     args = p.parse_args()
     for name in ("batch", "ranks", "threads", "steps"):
         if getattr(args, name) < 1:
@@ -96,20 +106,27 @@ def main():
                  for r in range(args.ranks)]
         for proc in procs:
             proc.start()
-        times = queue.get()
+        times, local = queue.get()
         for proc in procs:
             proc.join()
         if any(proc.exitcode != 0 for proc in procs):
             print("ddp_step.py: a rank failed", file=sys.stderr)
             return 1
     mean = sum(times) / len(times)
+    extra = {}
+    if local:
+        # The exchange's cost, measured pairwise: the no-exchange steps' median over the
+        # exchange steps' median, both taken in the same processes, alternately (medians: one
+        # step disturbed by the VM moves a mean of four by several per cent).
+        extra = {"no_sync_step_times_s": local, "no_sync_step_s": sum(local) / len(local),
+                 "paired_efficiency": statistics.median(local) / statistics.median(times)}
     print(json.dumps({
         "kind": "pytorch-ddp-step", "model": args.model, "batch_per_rank": args.batch,
         "ranks": args.ranks, "threads_per_rank": args.threads, "backend": "gloo",
         "optimizer": "sgd momentum 0.9", "warmup_steps": args.warmup, "step_times_s": times,
         "step_s": mean, "samples_per_s": args.batch * args.ranks / mean,
         "torch": torch.__version__, "torchvision": torchvision.__version__, "cpu": cpu_model(),
-        "cores": os.cpu_count()}))
+        "cores": os.cpu_count(), **extra}))
     return 0
 
 
