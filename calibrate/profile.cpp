@@ -116,13 +116,17 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
   std::string tool_list;
   for (const auto& t : tools) tool_list += (tool_list.empty() ? "" : ", ") + t;
 
+  // The sample that stands for a record (`--statistic`).
+  const auto stat = [&](const Measurement& m) {
+    return o.statistic == Statistic::kMin ? m.min_s() : m.median_s();
+  };
   // The fastest FLOP rate a layer of a `run torch` table reached on the CPU: the CPU device's
   // peak where no GEMM sweep measured one (its efficiency is 1 there).
   double table_peak = 0;
   for (const auto& m : ms) {
     const auto d = m.params.find("device");
     const bool cpu = d == m.params.end() || d->second == "cpu";
-    const double t = o.statistic == Statistic::kMin ? m.min_s() : m.median_s();
+    const double t = stat(m);
     if (m.backend == "torch" && cpu && m.flops > 0 && t > 0) {
       table_peak = std::max(table_peak, m.flops / t);
     }
@@ -449,9 +453,6 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
 
   // ---- layer tables: a model's layers and update through libtorch (run torch) ----
   {
-    const auto stat = [&](const Measurement& m) {
-      return o.statistic == Statistic::kMin ? m.min_s() : m.median_s();
-    };
     const auto param = [](const Measurement& m, const char* key) {
       const auto it = m.params.find(key);
       if (it == m.params.end()) {

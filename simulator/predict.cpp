@@ -405,7 +405,6 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
   p.hardware = hardware::to_json(hardware::AnySpec(cluster));
 
   // Why, in words.
-  const double shared_fraction = o.gpus > 1 ? CollectivePlanner(setup).shared_cores() : 0.0;
   auto ms = [](double s) { return fmt::format("{:.2f} ms", s * 1e3); };
   p.why.push_back(fmt::format(
       "compute per GPU: forward {} + backward {} + update {} at batch {} in {} on {}{}",
@@ -441,6 +440,7 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
       if (o.framework == "pytorch-ddp") {
         what.push_back("DDP copies each bucket in and out on the compute stream");
       }
+      const double shared_fraction = CollectivePlanner(setup).shared_cores();
       if (shared_fraction > 0) {
         what.push_back(fmt::format(
             "{} ranks of {} thread(s) on a node's {} cores leave {:.0f} % of the library's host "
