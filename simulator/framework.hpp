@@ -80,6 +80,9 @@ struct ResolvedPolicy {
   FrameworkOptions params;  // the policy's settings, defaults filled in
   std::string description;  // the settings in words, for the output's "why"
   std::map<std::string, std::string> settings;  // name -> value with unit, for JSON
+  // Set, to the reason in words, where the framework's runtime holds every exchange until the
+  // backward pass is over, overlap or not (docs/simulator.md, "TensorFlow's GPU replicas").
+  std::optional<std::string> after_backward;
 };
 
 class FrameworkPolicy {

@@ -19,6 +19,15 @@
 namespace dlsim::simulator {
 namespace {
 
+// TensorFlow's runtime (docs/simulator.md, "TensorFlow's GPU replicas"): an op that consumes a
+// GPU-to-GPU copy is queued on the receiving GPU once the copy is done (gpu_util.cc,
+// DeviceToDeviceCopy, waits for that GPU's stream first), and by then its executor has queued
+// the rest of the backward pass: a replica's sum and update, and the copies between them, run
+// after it.
+constexpr const char* replicas_by_copies =
+    "TensorFlow sums each variable on one GPU and copies the sum to every replica, queued behind "
+    "the GPUs' backward pass";
+
 std::vector<CommGroup> per_tensor(const JobInfo& job, const networks::PsOptions& ps) {
   std::vector<CommGroup> g(job.gradient_bytes.size());
   for (std::size_t t = 0; t < g.size(); ++t) {
@@ -64,6 +73,12 @@ class TfParameterServer : public FrameworkPolicy {
             ? (p.ps.on_gpu ? networks::PsAggregation::kNone : networks::PsAggregation::kHost)
             : networks::PsAggregation::kGpu;
     p.settings["mode"] = *p.params.mode;
+    // distributed_replicated keeps a replica of every variable on every GPU: what updates them is
+    // queued behind the GPUs' backward passes. (parameter_server keeps one copy, on a server;
+    // the GPUs read it while the next forward pass runs.)
+    if (*p.params.mode == "distributed_replicated" && job.gpus_per_node > 1) {
+      p.after_backward = replicas_by_copies;
+    }
     p.settings["ps_servers"] = std::to_string(p.ps.servers);
     p.settings["ps_placement"] = p.ps.colocated ? "colocated" : "dedicated";
     p.settings["ps_device"] = p.ps.on_gpu ? "gpu" : "cpu";
@@ -131,6 +146,7 @@ class TfReplicated : public FrameworkPolicy {
       p.ps.colocated = true;
       p.ps.on_gpu = true;
       p.ps.sharding = "round_robin";
+      if (job.gpus > 1) p.after_backward = replicas_by_copies;
       p.description = fmt::format(
           "tf-replicated (copy): each variable summed on one of the {} GPUs and copied back",
           job.gpus);

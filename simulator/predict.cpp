@@ -234,6 +234,10 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
                                  gradient_element(copt.precision).value());
   }
   setup.resolved = policy->resolve(o.framework_options, o.strategy, job);
+  if (setup.resolved.after_backward) {
+    setup.overlap = false;
+    setup.resolved.settings["exchange"] = "after the backward pass";
+  }
   networks::collective_algorithms().at(setup.resolved.strategy, {});
   const Bytes buffers = policy->buffer_bytes(setup.resolved, job);
 
@@ -422,10 +426,16 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
     p.why.push_back(fmt::format("gradients: {} in {} tensors, {} collectives per step; {}",
                                 format_bytes(Bytes(p.gradient_bytes)), job.gradient_bytes.size(),
                                 p.groups, p.policy_description));
-    p.why.push_back(fmt::format(
-        "communication: {} per step, {} of it exposed after the last backward{}",
-        ms(p.communication_s), ms(p.exposed_communication_s),
-        o.overlap ? "" : " (no overlap: every exchange waits for the whole backward pass)"));
+    std::string waits;
+    if (!o.overlap) {
+      waits = " (no overlap: every exchange waits for the whole backward pass)";
+    } else if (setup.resolved.after_backward) {
+      waits = fmt::format(" (every exchange waits for the whole backward pass: {})",
+                          *setup.resolved.after_backward);
+    }
+    p.why.push_back(
+        fmt::format("communication: {} per step, {} of it exposed after the last backward{}",
+                    ms(p.communication_s), ms(p.exposed_communication_s), waits));
     if (!p.bottleneck.empty()) {
       p.why.push_back(fmt::format("largest collective: {} {}{} in {}; its longest phase is {}",
                                   format_bytes(Bytes(p.largest_collective_bytes)),

@@ -30,7 +30,8 @@ TEST_CASE("tfbench2017_every_table_is_predicted_from_its_1_gpu_row") {
   // - DGX-1 parameter_server(cpu): within 10 %;
   // - K80 machines (AWS, GCE), one node: within 25 % (dlsim is 3-12 % high at 2-8 GPUs on
   //   every framework there: docs/validate.md);
-  // - AWS distributed_replicated, 8-64 GPUs: within 35 %;
+  // - AWS distributed_replicated, 8-64 GPUs: within 16 % (15.4 % at worst, resnet50 b32 on 64
+  //   GPUs; docs/validate.md);
   // - DGX-1 replicated(nccl): within 70 % (2017's per-variable NCCL and the real-data input
   //   pipeline lose more than dlsim predicts).
   const auto comparisons = run("throughput", "tfbench2017.yaml");
@@ -48,7 +49,7 @@ TEST_CASE("tfbench2017_every_table_is_predicted_from_its_1_gpu_row") {
     if (c.case_name.find("DGX-1") != std::string::npos) {
       bound = c.case_name.find("replicated(nccl)") != std::string::npos ? 0.70 : 0.10;
     }
-    if (c.case_name.find("distributed_replicated") != std::string::npos) bound = 0.35;
+    if (c.case_name.find("distributed_replicated") != std::string::npos) bound = 0.16;
     CAPTURE(c.case_name);
     CAPTURE(c.gpus);
     CHECK(std::abs(c.error) <= bound);

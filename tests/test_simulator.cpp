@@ -412,6 +412,53 @@ TEST_CASE("measured_layer_times_come_from_the_table_at_the_profiles_threads_and_
   CHECK_FALSE(at("tanh {} in=[64]g out=[64]", 4));
 }
 
+TEST_CASE(
+    "tensorflow_replicas_updated_by_copies_exchange_after_backward_parameter_servers_do_not") {
+  // docs/simulator.md, "TensorFlow's GPU replicas": where TensorFlow sums a variable on one GPU
+  // by copies and copies the sum back to every replica (tf-replicated copy, tf-ps
+  // distributed_replicated with several GPUs per node), every exchange waits for the backward
+  // pass, exactly as --no-overlap would have it; a parameter server (on the host or on GPU 0),
+  // NCCL's allreduce and distributed_replicated with one GPU per node keep overlapping it.
+  auto step = [](sim::PredictOptions o, bool overlap) {
+    o.overlap = overlap;
+    return sim::predict(o);
+  };
+  for (const auto engine : {sim::Engine::kDes, sim::Engine::kAnalytic}) {
+    CAPTURE(static_cast<int>(engine));
+    auto o = options("vgg16", 8);
+    o.engine = engine;
+    o.cluster = "aws-p2.8xlarge";
+    o.framework = "tf-replicated";
+    o.framework_options.mode = "copy";
+    const auto copy = step(o, true);
+    CHECK(copy.step_time_s == doctest::Approx(step(o, false).step_time_s).epsilon(1e-12));
+    bool said = false;
+    for (const auto& w : copy.why) said |= w.find("copies the sum to every replica") != w.npos;
+    CHECK(said);
+
+    o.cluster = "aws-p2.8xlarge-distributed";
+    o.gpus = 16;
+    o.framework = "tf-ps";
+    o.framework_options.mode = "distributed_replicated";
+    CHECK(step(o, true).step_time_s == doctest::Approx(step(o, false).step_time_s).epsilon(1e-12));
+    o.gpus = 8;
+    o.gpus_per_node = 1;  // one GPU per worker: nothing to sum on a GPU
+    CHECK(step(o, true).step_time_s < step(o, false).step_time_s);
+
+    o = options("vgg16", 8);
+    o.engine = engine;
+    o.cluster = "aws-p2.8xlarge";
+    o.framework = "tf-ps";
+    o.framework_options.ps_on_gpu = true;
+    CHECK(step(o, true).step_time_s < step(o, false).step_time_s);
+    o.framework_options.ps_on_gpu = false;
+    CHECK(step(o, true).step_time_s < step(o, false).step_time_s);
+    o.cluster = "dgx1-p100";
+    o.framework = "tf-replicated";
+    CHECK(step(o, true).step_time_s < step(o, false).step_time_s);
+  }
+}
+
 TEST_CASE("shared_cores_take_the_librarys_host_cpu_time_from_compute_only_without_spare_cores") {
   // docs/simulator.md, "Shared cores": two ranks of one thread on a node of C cores, a library
   // spending 1 ms of host CPU per call. sigma = clamp(1 - (C - 2) / 2, 0, 1): C = 2 takes all of
