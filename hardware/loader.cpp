@@ -730,6 +730,7 @@ LibrarySpec parse_library(const ConfigNode& n, const std::string& stem, Context&
         c.has("speeds_inter_hopper") ? speeds(c.child("speeds_inter_hopper")) : t.speeds_inter;
     t.duplicate_from = bandwidth(c.child("duplicate_from"));
     t.runtime_factor = positive_int(c.child("runtime_factor"));
+    if (c.has("rank_order_ring")) t.rank_order_ring = c.get<bool>("rank_order_ring");
     c.finish();
   });
   n.finish();

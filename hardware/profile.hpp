@@ -209,6 +209,9 @@ struct TunerSpec {
   Bandwidth duplicate_from;
   // Channels a kernel runs per search channel (ncclTopoPostset: 2 from NCCL 2.5, 1 before).
   int runtime_factor = 2;
+  // No topology search: one ring through the node's GPUs in rank order, each hop over whatever
+  // path joins the two GPUs (NCCL 1.x, src/core.cu: ranks sorted by NVML index).
+  bool rank_order_ring = false;
 };
 
 // The collective library: NCCL (its protocols and tuning model decide each collective), or MPI

@@ -286,6 +286,7 @@ void print(Printer& p, const LibrarySpec& l) {
   p.bandwidth("highest_inter", t.speeds_inter.front());
   p.bandwidth("duplicate_from", t.duplicate_from);
   p.count("runtime_factor", t.runtime_factor);
+  if (t.rank_order_ring) p.text("rings", "one, in rank order");
   p.end();
 }
 

@@ -123,8 +123,9 @@ IntraGraph intra_graph(const Communicator& comm, const std::vector<int>& ranks, 
   }
   // Rings over direct NVLink lanes where the GPUs have Hamiltonian cycles of them (DGX-1's
   // cube mesh, where not every pair is linked), else through an NVSwitch, else PCIe.
-  const auto cycles = detail::nvlink_cycles(comm, ranks, max_search);
-  if (all_nvlink || !cycles.empty()) {
+  const auto cycles = t.rank_order_ring ? std::vector<std::vector<int>>{}
+                                        : detail::nvlink_cycles(comm, ranks, max_search);
+  if (!t.rank_order_ring && (all_nvlink || !cycles.empty())) {
     g.type = PathType::kNvl;
     bool direct = !cycles.empty();
     if (direct) {
@@ -165,7 +166,8 @@ IntraGraph intra_graph(const Communicator& comm, const std::vector<int>& ranks, 
       g.orders = {identity};
     }
   } else {
-    // PCIe (or mixed): one ring in rank order; its speed is what the most loaded link leaves it.
+    // PCIe (or mixed), or a release without a search: one ring in rank order; its speed is what
+    // the most loaded link leaves it.
     std::map<int, int> load;
     PathType worst = PathType::kLoc;
     std::vector<std::vector<int>> hops;

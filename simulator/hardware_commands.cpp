@@ -311,7 +311,7 @@ void add_collective_command(CLI::App& app) {
   c->add_option("--cluster", opt->cluster, "Cluster preset or YAML file")->capture_default_str();
   c->add_option("--library", opt->library,
                 "Collective library preset or YAML file instead of the cluster's (nccl, "
-                "nccl-2.3, mpi)");
+                "nccl-2.3, nccl-1, mpi)");
   c->add_option("--rails", opt->rails,
                 "NICs per node the job uses, the first ones (as NCCL_IB_HCA; default: all)")
       ->check(CLI::Range(1, kMaxGpusPerNode));

@@ -89,7 +89,7 @@ void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strat
   c->add_option("--cluster", f.base.cluster, "Cluster preset or YAML file")->capture_default_str();
   c->add_option("--library", f.base.library,
                 "Collective library preset or YAML file instead of the cluster's (nccl, "
-                "nccl-2.3, mpi)");
+                "nccl-2.3, nccl-1, mpi)");
   c->add_option("--network", f.base.network,
                 "Network preset or YAML file instead of the cluster's (e.g. 1gbe, 10gbe, ib-edr)");
   c->add_option("--rails", f.base.rails,

@@ -146,7 +146,7 @@ expect_failure "--kind: gpus not in {gpu,node,network,library,cluster}" hardware
 expect_failure "--rails: 9 rails, but node 'dgx-a100' has 8 NICs" predict --model resnet50 --gpus 16 --cluster dgx-a100 --rails 9
 expect_failure "--rails: 5 rails, but node 'dgx1-v100' has 4 NICs" collective --gpus 16 --cluster dgx1-v100 --rails 5
 expect_failure "--rails: Value 0 not in range" collective --gpus 16 --cluster dgx-a100 --rails 0
-expect_failure "unknown library preset 'nccl-2.12'; did you mean 'nccl' or 'nccl-2.3'?" predict --model resnet50 --gpus 8 --library nccl-2.12
+expect_failure "unknown library preset 'nccl-2.12'; did you mean 'nccl', 'nccl-2.3' or 'nccl-1'?" predict --model resnet50 --gpus 8 --library nccl-2.12
 expect_failure "unknown library preset 'nccl-2.99'" collective --gpus 8 --library nccl-2.99
 expect_failure "--algo: 'tree' does not implement allreduce with mpi; algorithms that do: auto, hd, hierarchical, ps, ring" collective --gpus 8 --library mpi --algo tree
 expect_failure "--algo: NCCL's 'nvls' cannot run allreduce here: NVLS needs Hopper GPUs" collective --gpus 16 --cluster dgx-a100 --algo nvls --bytes 1MiB

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "common/hostlist.hpp"
 #include "hardware/loader.hpp"
@@ -129,6 +130,26 @@ TEST_CASE("nccl_style_ring_search_finds_the_dgx1_nvlink_rings") {
   Job v100(hardware::load_cluster("dgx1-v100"), 8);
   const auto r2 = run_collective(request(CollectiveOp::kAllReduce, 1 << 30), v100.comm, "ring");
   CHECK(r2.cost.channels == 6);
+}
+
+TEST_CASE("nccl_1_runs_one_ring_in_device_order_through_host_memory_between_sockets") {
+  // NCCL 1.3 (src/core.cu): one ring in NVML order, no search. On a DGX-1 P100, 0-1-2-3 are
+  // joined by NVLink (one lane: 20 GB/s x 0.8 = 16, the search speed below it 15 GB/s); with
+  // all 8 GPUs the hops 3->4 and 7->0 cross the sockets through host memory, bound by PCIe:
+  // 15.75 GB/s x 0.762 = 12 GB/s. Latency: nccl-2.3's Simple table, 8.4 + 2(n-1) x 5.7 us.
+  for (const auto& [gpus, bw, lat] :
+       {std::tuple{4, 15e9, 8.4e-6 + 6 * 5.7e-6}, std::tuple{8, 12e9, 8.4e-6 + 14 * 5.7e-6}}) {
+    CAPTURE(gpus);
+    Job job(hardware::load_cluster("dgx1-p100", std::string("nccl-1")), gpus);
+    const double bytes = 1 << 30;
+    const auto r = run_collective(request(CollectiveOp::kAllReduce, bytes), job.comm, "auto");
+    CHECK(r.cost.algorithm == "ring");
+    CHECK(r.cost.protocol == "Simple");
+    CHECK(r.cost.channels == 1);
+    CHECK(r.cost.latency.value() == doctest::Approx(lat).epsilon(1e-9));
+    CHECK(r.time.value() ==
+          doctest::Approx(lat + 2.0 * (gpus - 1) / gpus * bytes / bw).epsilon(1e-3));
+  }
 }
 
 TEST_CASE("mpi_ring_allreduce_time_is_its_closed_form_with_latency_once_per_step") {
