@@ -8,7 +8,6 @@
 #include <map>
 #include <set>
 #include <sstream>
-#include <tuple>
 
 #include "common/hostlist.hpp"
 #include "hardware/loader.hpp"
@@ -137,18 +136,22 @@ TEST_CASE("nccl_1_runs_one_ring_in_device_order_through_host_memory_between_sock
   // joined by NVLink (one lane: 20 GB/s x 0.8 = 16, the search speed below it 15 GB/s); with
   // all 8 GPUs the hops 3->4 and 7->0 cross the sockets through host memory, bound by PCIe:
   // 15.75 GB/s x 0.762 = 12 GB/s. Latency: nccl-2.3's Simple table, 8.4 + 2(n-1) x 5.7 us.
-  for (const auto& [gpus, bw, lat] :
-       {std::tuple{4, 15e9, 8.4e-6 + 6 * 5.7e-6}, std::tuple{8, 12e9, 8.4e-6 + 14 * 5.7e-6}}) {
-    CAPTURE(gpus);
-    Job job(hardware::load_cluster("dgx1-p100", std::string("nccl-1")), gpus);
+  struct Expected {
+    int gpus;
+    double bw, lat;
+  };
+  for (const auto& e :
+       {Expected{4, 15e9, 8.4e-6 + 6 * 5.7e-6}, Expected{8, 12e9, 8.4e-6 + 14 * 5.7e-6}}) {
+    CAPTURE(e.gpus);
+    Job job(hardware::load_cluster("dgx1-p100", std::string("nccl-1")), e.gpus);
     const double bytes = 1 << 30;
     const auto r = run_collective(request(CollectiveOp::kAllReduce, bytes), job.comm, "auto");
     CHECK(r.cost.algorithm == "ring");
     CHECK(r.cost.protocol == "Simple");
     CHECK(r.cost.channels == 1);
-    CHECK(r.cost.latency.value() == doctest::Approx(lat).epsilon(1e-9));
+    CHECK(r.cost.latency.value() == doctest::Approx(e.lat).epsilon(1e-9));
     CHECK(r.time.value() ==
-          doctest::Approx(lat + 2.0 * (gpus - 1) / gpus * bytes / bw).epsilon(1e-3));
+          doctest::Approx(e.lat + 2.0 * (e.gpus - 1) / e.gpus * bytes / e.bw).epsilon(1e-3));
   }
 }
 
