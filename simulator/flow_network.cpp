@@ -13,7 +13,6 @@ void FlowNetwork::start_on(const std::vector<int>& links, double bytes, Time lat
   Flow f;
   f.links = &links;
   f.bytes = bytes;
-  f.remaining = bytes;
   f.cap = cap;
   f.done = std::move(done);
   if (latency == 0) {
@@ -39,15 +38,35 @@ void FlowNetwork::start_on(const std::vector<int>& links, double bytes, Time lat
   }
 }
 
+namespace {
+
+// Min-heap order of a class's flows: the first to finish on top, the earlier started first.
+bool later(const auto& a, const auto& b) {
+  return a.finish != b.finish ? a.finish > b.finish : a.seq > b.seq;
+}
+
+}  // namespace
+
 void FlowNetwork::activate(Flow f) {
-  if (f.remaining <= 0 || (f.links->empty() && !std::isfinite(f.cap))) {
+  if (f.bytes <= 0 || (f.links->empty() && !std::isfinite(f.cap))) {
     // Nothing bounds it: the transfer is all latency.
     f.done();
     return;
   }
   advance();
   f.start = kernel_.now();
-  flows_.push_back(std::move(f));
+  f.seq = seq_++;
+  auto [it, added] = class_index_.try_emplace({f.links, f.cap}, static_cast<int>(classes_.size()));
+  if (added) {
+    classes_.emplace_back();
+    classes_.back().links = f.links;
+    classes_.back().cap = f.cap;
+  }
+  auto& c = classes_[static_cast<std::size_t>(it->second)];
+  f.finish = c.served + f.bytes;
+  c.flows.push_back(std::move(f));
+  std::push_heap(c.flows.begin(), c.flows.end(), later<Flow, Flow>);
+  ++active_;
   // Flows that start at the same instant are solved once, after all of them have arrived:
   // an event at `now` runs after those already queued for `now`.
   if (!solve_pending_) {
@@ -63,45 +82,55 @@ void FlowNetwork::advance() {
   const Time now = kernel_.now();
   if (now == last_) return;
   const double dt = to_seconds(now - last_);
-  for (auto& f : flows_) f.remaining -= f.rate * dt;
+  for (auto& c : classes_) c.served += c.rate * dt;
   last_ = now;
 }
 
 void FlowNetwork::update() {
   advance();
   const Time now = kernel_.now();
-  // Retire finished flows; their callbacks run after the re-solve, so a callback that starts a
-  // new flow sees consistent state.
+  // Retire finished flows (within a picosecond of work or a relative 1e-9 of their size: time
+  // is integer picoseconds); their callbacks run after the re-solve, in the order the flows
+  // started, so a callback that starts a new flow sees consistent state.
   auto& finished = finished_;
   finished.clear();
-  std::size_t kept = 0;
-  for (auto& f : flows_) {
-    // Within a picosecond of work or a relative 1e-9 of its size: time is integer picoseconds.
-    if (f.remaining <= std::max(f.bytes * 1e-9, f.rate * 1e-12)) {
-      finished.push_back(std::move(f));
-    } else {
-      if (&flows_[kept] != &f) flows_[kept] = std::move(f);
-      ++kept;
-    }
-  }
-  flows_.erase(flows_.begin() + static_cast<std::ptrdiff_t>(kept), flows_.end());
-
   links_.clear();
   begin_.clear();
   caps_.clear();
-  for (const auto& f : flows_) {
+  weights_.clear();
+  solved_.clear();
+  for (std::size_t k = 0; k < classes_.size(); ++k) {
+    auto& c = classes_[k];
+    while (!c.flows.empty()) {
+      const auto& top = c.flows.front();
+      if (top.finish - c.served > std::max(top.bytes * 1e-9, c.rate * 1e-12)) break;
+      std::pop_heap(c.flows.begin(), c.flows.end(), later<Flow, Flow>);
+      finished.push_back(std::move(c.flows.back()));
+      c.flows.pop_back();
+      --active_;
+    }
+    if (c.flows.empty()) {
+      c.served = 0;
+      c.rate = 0;
+      continue;
+    }
+    solved_.push_back(static_cast<int>(k));
     begin_.push_back(links_.size());
-    links_.insert(links_.end(), f.links->begin(), f.links->end());
-    caps_.push_back(f.cap);
+    links_.insert(links_.end(), c.links->begin(), c.links->end());
+    caps_.push_back(c.cap);
+    weights_.push_back(static_cast<int>(c.flows.size()));
   }
   begin_.push_back(links_.size());
+  std::sort(finished.begin(), finished.end(),
+            [](const Flow& a, const Flow& b) { return a.seq < b.seq; });
   const std::uint64_t gen = ++generation_;
-  if (!flows_.empty()) {
-    solver_.solve_unchecked({capacity_, links_, begin_, caps_}, rates_);
+  if (!solved_.empty()) {
+    solver_.solve_unchecked({capacity_, links_, begin_, caps_, weights_}, rates_);
     double next = std::numeric_limits<double>::infinity();
-    for (std::size_t i = 0; i < flows_.size(); ++i) {
-      flows_[i].rate = rates_[i];
-      if (rates_[i] > 0) next = std::min(next, flows_[i].remaining / rates_[i]);
+    for (std::size_t i = 0; i < solved_.size(); ++i) {
+      auto& c = classes_[static_cast<std::size_t>(solved_[i])];
+      c.rate = rates_[i];
+      if (c.rate > 0) next = std::min(next, (c.flows.front().finish - c.served) / c.rate);
     }
     if (std::isfinite(next)) {
       // Round up so the flow has really finished when the event runs.

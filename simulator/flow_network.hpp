@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "hardware/profile.hpp"
@@ -45,7 +46,7 @@ class FlowNetwork {
   const std::vector<int>& intern(std::vector<int> links) {
     return *routes_.insert(std::move(links)).first;
   }
-  std::size_t active() const { return flows_.size(); }
+  std::size_t active() const { return active_; }
   // A resource beyond the topology's links (a memory, a receiving socket) that flows may list
   // in their routes; its id.
   int add_resource(double capacity) {
@@ -58,14 +59,35 @@ class FlowNetwork {
   struct Flow {
     const std::vector<int>* links = nullptr;
     double bytes = 0;
-    double remaining = 0;
     double cap = std::numeric_limits<double>::infinity();
-    double rate = 0;
     Time start = 0;
+    std::uint64_t seq = 0;  // activation order: finished flows call back in it
+    double finish = 0;      // its class's `served` at which the flow has all its bytes
     std::function<void()> done;
   };
+  // Flows on the same (interned) route with the same cap share one rate, so the solver sees
+  // each such class once, weighted by its flows. `served` counts the bytes each of its flows has
+  // received since the class last had none (B), so a flow's remaining bytes are finish - served
+  // and the next to finish is the heap's top (the virtual time of fair queueing).
+  struct FlowClass {
+    const std::vector<int>* links = nullptr;
+    double cap = 0;
+    double served = 0;
+    double rate = 0;          // B/s per flow
+    std::vector<Flow> flows;  // a min-heap by (finish, seq)
+  };
+  struct ClassKey {
+    const std::vector<int>* links;
+    double cap;
+    bool operator==(const ClassKey&) const = default;
+  };
+  struct ClassHash {
+    std::size_t operator()(const ClassKey& k) const {
+      return std::hash<const void*>()(k.links) ^ (std::hash<double>()(k.cap) << 1);
+    }
+  };
   void activate(Flow f);
-  // Moves every flow's bytes on to now at its current rate.
+  // Moves every class's served bytes on to now at its current rate.
   void advance();
   // Advances, finishes the flows that are done, re-solves the rates and schedules the next
   // completion.
@@ -73,7 +95,10 @@ class FlowNetwork {
 
   EventKernel& kernel_;
   std::vector<double> capacity_;
-  std::vector<Flow> flows_;
+  std::vector<FlowClass> classes_;  // in order of first appearance
+  std::unordered_map<ClassKey, int, ClassHash> class_index_;
+  std::size_t active_ = 0;
+  std::uint64_t seq_ = 0;
   std::map<Time, std::vector<Flow>> waiting_;  // in their latency, by activation time
   std::vector<std::vector<Flow>> spare_;       // emptied lists of waiting_, kept for their room
   std::vector<Flow> finished_;
@@ -82,7 +107,8 @@ class FlowNetwork {
   std::uint64_t generation_ = 0;  // completion events of an older solution are stale
   bool solve_pending_ = false;
   MaxMinSolver solver_;
-  std::vector<int> links_;
+  // The solver's input: one entry per class with flows (solved_ names the class).
+  std::vector<int> links_, weights_, solved_;
   std::vector<std::size_t> begin_;
   std::vector<double> caps_, rates_;
   std::vector<FlowObserver*> observers_;

@@ -33,8 +33,15 @@ void MaxMinSolver::validate(const MaxMinInput& in) const {
     invalid("begin ends at " + std::to_string(in.begin[flows]) + " past the " +
             std::to_string(in.links.size()) + " link ids");
   }
+  if (!in.weight.empty() && in.weight.size() != flows) {
+    invalid("weight has " + std::to_string(in.weight.size()) + " entries for " +
+            std::to_string(flows) + " flows");
+  }
   const auto num_links = in.capacity.size();
   for (std::size_t f = 0; f < flows; ++f) {
+    if (!in.weight.empty() && in.weight[f] < 1) {
+      invalid("flow " + std::to_string(f) + " has weight " + std::to_string(in.weight[f]));
+    }
     if (in.begin[f] > in.begin[f + 1]) invalid("begin decreases at flow " + std::to_string(f));
     const double c = in.cap[f];
     if (std::isnan(c) || c < 0) invalid("flow " + std::to_string(f) + " has a negative/NaN cap");
@@ -84,9 +91,12 @@ void MaxMinSolver::solve_unchecked(const MaxMinInput& in, std::vector<double>& r
     }
     active_flows_.push_back(static_cast<int>(f));
     min_cap = std::min(min_cap, in.cap[f]);
+    const int w = in.weight.empty() ? 1 : in.weight[f];
     for (std::size_t i = in.begin[f]; i < in.begin[f + 1]; ++i) {
       const auto l = static_cast<std::size_t>(in.links[i]);
-      if (count_[l]++ == 0) {
+      const bool first_crossing = count_[l] == 0;
+      count_[l] += w;
+      if (first_crossing) {
         remaining_[l] = in.capacity[l];
         active_links_.push_back(static_cast<int>(l));
       }
@@ -141,7 +151,8 @@ void MaxMinSolver::solve_unchecked(const MaxMinInput& in, std::vector<double>& r
         continue;
       }
       rates[fi] = std::min(level, in.cap[fi]);  // never above its cap, even by the tolerance
-      for (std::size_t i = first; i < last; ++i) --count_[static_cast<std::size_t>(in.links[i])];
+      const int w = in.weight.empty() ? 1 : in.weight[fi];
+      for (std::size_t i = first; i < last; ++i) count_[static_cast<std::size_t>(in.links[i])] -= w;
     }
     active_flows_.resize(kept);
 

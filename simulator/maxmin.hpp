@@ -19,11 +19,14 @@ namespace dlsim::simulator {
 
 // Flows over capacitated links. Flow f crosses links[begin[f] .. begin[f+1]) (link ids index
 // `capacity`), and may be limited on its own by cap[f] (B/s; +infinity for none).
+// Flow f may stand for weight[f] identical flows (same links, same cap), which all get the same
+// rate: the solution is that of the flows listed one by one (empty `weight`: 1 each).
 struct MaxMinInput {
   std::span<const double> capacity;    // B/s per link
   std::span<const int> links;          // concatenated link ids of every flow
   std::span<const std::size_t> begin;  // size flows+1
   std::span<const double> cap;         // size flows
+  std::span<const int> weight = {};    // size flows, each >= 1, or empty
 };
 
 class MaxMinSolver {
@@ -34,7 +37,8 @@ class MaxMinSolver {
   //
   // Also throws std::invalid_argument, before changing anything, when begin does not have
   // flows+1 non-decreasing entries within `links`, a link id is out of range, a link used by a
-  // flow has a negative, infinite or NaN capacity, or a cap is negative or NaN.
+  // flow has a negative, infinite or NaN capacity, a cap is negative or NaN, or `weight` is
+  // neither empty nor one positive entry per flow.
   //
   // Cost: O(iterations x (unfrozen flows x route length + links still in use)), plus a single
   // pass over the routes; links no flow crosses are never visited. An iteration freezes every

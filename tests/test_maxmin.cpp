@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <limits>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -176,6 +177,55 @@ TEST_CASE("random_instance_is_feasible_and_every_flow_is_bottlenecked") {
   std::vector<double> again;
   solver.solve(p.input(), again);
   CHECK(again == r);
+}
+
+TEST_CASE("a_weighted_flow_gets_what_each_of_its_identical_flows_would") {
+  // Weight w stands for w flows on the same links with the same cap: the random instance
+  // above, its flows listed once with a weight of 1-4 and again repeated that many times,
+  // gives the same rate to every copy.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> capacity_dist(1e9, 100e9);
+  std::uniform_int_distribution<int> link_dist(0, 49);
+  std::uniform_int_distribution<int> length_dist(1, 4);
+  std::uniform_int_distribution<int> weight_dist(1, 4);
+  std::uniform_real_distribution<double> cap_dist(1e8, 5e9);
+  std::bernoulli_distribution capped(0.2);
+  Problem once;
+  Problem repeated;
+  std::vector<int> weight;
+  for (int l = 0; l < 50; ++l) once.capacity.push_back(capacity_dist(rng));
+  repeated.capacity = once.capacity;
+  for (int f = 0; f < 300; ++f) {
+    std::vector<int> route;
+    const int n = length_dist(rng);
+    for (int i = 0; i < n; ++i) route.push_back(link_dist(rng));
+    const double cap = capped(rng) ? cap_dist(rng) : kInf;
+    const int w = weight_dist(rng);
+    once.routes.push_back(route);
+    once.cap.push_back(cap);
+    weight.push_back(w);
+    for (int k = 0; k < w; ++k) {
+      repeated.routes.push_back(route);
+      repeated.cap.push_back(cap);
+    }
+  }
+  MaxMinSolver solver;
+  std::vector<double> weighted;
+  auto in = once.input();
+  in.weight = weight;
+  solver.solve(in, weighted);
+  const auto each = solve(repeated);
+  std::size_t k = 0;
+  for (std::size_t f = 0; f < weighted.size(); ++f) {
+    for (int c = 0; c < weight[f]; ++c, ++k) CHECK(each[k] == exact(weighted[f]));
+  }
+  CHECK(k == each.size());
+  // A weight list of the wrong length, or a weight below 1, is refused.
+  in.weight = std::span<const int>(weight.data(), 2);
+  CHECK_THROWS_AS(solver.solve(in, weighted), std::invalid_argument);
+  weight[3] = 0;
+  in.weight = weight;
+  CHECK_THROWS_AS(solver.solve(in, weighted), std::invalid_argument);
 }
 
 TEST_CASE("a_flow_with_no_links_runs_at_its_cap_and_without_one_is_rejected") {
