@@ -133,6 +133,25 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
   }
   std::string gpu_yaml, network_yaml, library_yaml;
   std::vector<std::string> host_fields;  // the node's `host` keys that were measured
+  const std::string host_cpu_name = host_cpu.empty() ? node.host.cpu : host_cpu;
+  // The host CPU as the compute device (a `gpu` entry of the node), from a sweep or a table:
+  // its capacity is the host's memory as recorded, else the base's.
+  const auto cpu_device = [&](const std::string& description, const std::string& source,
+                              double peak, double bandwidth, const std::string& efficiency) {
+    std::string y;
+    y += fmt::format("    name: {}\n", q(o.name + "-cpu"));
+    y += fmt::format("    description: {}\n", q(description));
+    y += fmt::format("    source: {}\n", q(source));
+    y += fmt::format("    peak: {{fp32: {}}}\n", gflop_rate(peak));
+    y += fmt::format(
+        "    memory: {{capacity: {}, bandwidth: {}}}\n",
+        q(host_memory.empty() ? fmt::format("{:.0f}B", node.host.memory.value()) : host_memory),
+        gbps(bandwidth));
+    y += "    efficiency:\n" + efficiency;
+    y += fmt::format("    kernel_launch: {}\n", us(0));
+    y += "    step_jitter: 0\n";
+    return y;
+  };
 
   // ---- device ----
   for (const std::string backend : {"cpu", "cuda"}) {
@@ -204,26 +223,18 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
       // The CPU as the device: its peak is the fitted asymptote (efficiency max 1), or the
       // layer table's fastest layer.
       const double peak = g ? g->rate : (table_peak > 0 ? table_peak : 1e9);
-      y += fmt::format("    name: {}\n", q(o.name + "-cpu"));
-      y += fmt::format("    description: {}\n",
-                       q("The host CPU as a compute device, measured by dlcalibrate"));
-      y += fmt::format("    source: {}\n", q("dlcalibrate fit of " + files));
-      y += fmt::format("    peak: {{fp32: {}}}\n", gflop_rate(peak));
-      y += fmt::format(
-          "    memory: {{capacity: {}, bandwidth: {}}}\n",
-          q(host_memory.empty() ? fmt::format("{:.0f}B", node.host.memory.value()) : host_memory),
-          gbps(m ? m->rate : node.host.memory_bandwidth.value()));
-      y += "    efficiency:\n";
-      y += fmt::format("      source: {}\n",
+      std::string e;
+      e += fmt::format("      source: {}\n",
                        q("fitted e(x) = x / (x + half) to the measured rates (max 1: the peak "
                          "and bandwidth are the fitted asymptotes)"));
-      y += fmt::format("      gemm: {{max: 1, half: {}}}\n", gflops(g ? g->half : 1e6));
-      y += fmt::format("      conv: {{max: {:.4f}, half: {}}}\n",
+      e += fmt::format("      gemm: {{max: 1, half: {}}}\n", gflops(g ? g->half : 1e6));
+      e += fmt::format("      conv: {{max: {:.4f}, half: {}}}\n",
                        c && g ? std::min(1.0, c->rate / g->rate) : 1.0,
                        gflops(c ? c->half : (g ? g->half : 1e6)));
-      y += fmt::format("      memory: {{max: 1, half: {}}}\n", bytes(m ? m->half : 1));
-      y += fmt::format("    kernel_launch: {}\n", us(0));
-      y += "    step_jitter: 0\n";
+      e += fmt::format("      memory: {{max: 1, half: {}}}\n", bytes(m ? m->half : 1));
+      y += cpu_device("The host CPU as a compute device, measured by dlcalibrate",
+                      "dlcalibrate fit of " + files, peak,
+                      m ? m->rate : node.host.memory_bandwidth.value(), e);
       if (m) host_fields.push_back(fmt::format("memory_bandwidth: {}", gbps(m->rate)));
     } else {
       // A GPU: datasheet peak and bandwidth of the base, fitted efficiencies.
@@ -413,8 +424,7 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
         y += "    - [gpu*, cpu0, loopback]\n";
         y += "    - [nic0, cpu0, nic]\n";
         node_yaml = y;
-        host_fields.push_back(
-            fmt::format("cpu: {}", q(host_cpu.empty() ? node.host.cpu : host_cpu)));
+        host_fields.push_back(fmt::format("cpu: {}", q(host_cpu_name)));
         host_fields.push_back("sockets: 1");
         host_fields.push_back(fmt::format("cores: {}", cores));
         if (!host_memory.empty()) host_fields.push_back(fmt::format("memory: {}", q(host_memory)));
@@ -437,8 +447,8 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
             "node: {} ranks on {} cores of {}; between ranks gloo's ring (mpi library) over a "
             "rank -> host -> rank path of {:.3f} GB/s and {:.2f} us per hop (allreduce bus "
             "bandwidth {:.3f} GB/s at {} .. {} B, latency {:.1f} us)",
-            n, cores, host_cpu.empty() ? node.host.cpu : host_cpu, link_bw / 1e9, hop * 1e6,
-            link_bw / 1e9, big.min_bytes, big.max_bytes, f->latency.alpha * 1e6));
+            n, cores, host_cpu_name, link_bw / 1e9, hop * 1e6, link_bw / 1e9, big.min_bytes,
+            big.max_bytes, f->latency.alpha * 1e6));
         if (cpu_fit) {
           out.report.push_back(fmt::format(
               "host CPU per gloo call: {:.1f} us + {:.3f} ns/B (worst error {:.1f} %, {} sizes): "
@@ -545,30 +555,20 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
         // The host CPU as the device, from the table itself: its peak is the fastest FLOP rate
         // a layer reached (efficiency 1 there), its memory the base host's.
         const double peak = table_peak;
-        gpu_yaml = "  gpu:\n";
-        gpu_yaml += fmt::format("    name: {}\n", q(o.name + "-cpu"));
-        gpu_yaml += fmt::format(
-            "    description: {}\n",
-            q(fmt::format("The host CPU as a compute device ({}), measured by dlcalibrate run "
-                          "torch",
-                          host_cpu.empty() ? "model not recorded" : host_cpu)));
-        gpu_yaml += fmt::format(
-            "    source: {}\n",
-            q("dlcalibrate fit of " + files +
-              ": peak = the fastest layer's FLOP rate in the table; memory = the base host's"));
-        gpu_yaml += fmt::format("    peak: {{fp32: {}}}\n", gflop_rate(peak > 0 ? peak : 1e9));
-        gpu_yaml += fmt::format(
-            "    memory: {{capacity: {}, bandwidth: {}}}\n",
-            q(host_memory.empty() ? fmt::format("{:.0f}B", node.host.memory.value()) : host_memory),
-            gbps(node.host.memory_bandwidth.value()));
-        gpu_yaml += "    efficiency:\n";
-        gpu_yaml += fmt::format("      source: {}\n",
-                                q("none measured: layers outside the table run at the peak"));
-        gpu_yaml += "      gemm: {max: 1, half: \"0.000001GFLOP\"}\n";
-        gpu_yaml += "      conv: {max: 1, half: \"0.000001GFLOP\"}\n";
-        gpu_yaml += "      memory: {max: 1, half: \"1B\"}\n";
-        gpu_yaml += fmt::format("    kernel_launch: {}\n", us(0));
-        gpu_yaml += "    step_jitter: 0\n";
+        gpu_yaml =
+            "  gpu:\n" +
+            cpu_device(fmt::format("The host CPU as a compute device ({}), measured by "
+                                   "dlcalibrate run torch",
+                                   host_cpu.empty() ? "model not recorded" : host_cpu),
+                       "dlcalibrate fit of " + files +
+                           ": peak = the fastest layer's FLOP rate in the table; memory = the "
+                           "base host's",
+                       peak > 0 ? peak : 1e9, node.host.memory_bandwidth.value(),
+                       fmt::format("      source: {}\n",
+                                   q("none measured: layers outside the table run at the peak")) +
+                           "      gemm: {max: 1, half: \"0.000001GFLOP\"}\n"
+                           "      conv: {max: 1, half: \"0.000001GFLOP\"}\n"
+                           "      memory: {max: 1, half: \"1B\"}\n");
         out.warnings.push_back(fmt::format(
             "layer tables without a `run cpu` sweep: the CPU device's peak is the table's fastest "
             "layer ({:.2f} GFLOP/s); layers missing from the table run at it",

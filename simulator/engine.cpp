@@ -1,6 +1,7 @@
 #include "simulator/engine.hpp"
 
 #include <fmt/format.h>
+#include <algorithm>
 
 #include "common/error.hpp"
 
@@ -17,16 +18,20 @@ CollectivePlanner::CollectivePlanner(const StepSetup& setup)
                                                            setup.cluster->library),
                                   ", ")));
   }
+  shared_ = shared_cores(setup);
+}
+
+double shared_cores(const StepSetup& setup) {
   const auto& lib = setup.cluster->library;
-  if (lib.cpu_per_call.value() > 0 || lib.cpu_per_byte.value() > 0) {
-    const auto nodes = setup.comm.ranks_by_node();
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      const int ranks = static_cast<int>(nodes[i].size());
-      const auto& node = setup.topo->node(setup.comm.rank_slot[nodes[i].front()]);
-      const double spare = node.host.cores - static_cast<double>(ranks) * node.gpu.threads;
-      shared_ = std::max(shared_, std::clamp(1 - spare / ranks, 0.0, 1.0));
-    }
+  if (lib.cpu_per_call.value() <= 0 && lib.cpu_per_byte.value() <= 0) return 0;
+  double shared = 0;
+  for (const auto& ranks_of_node : setup.comm.ranks_by_node()) {
+    const int ranks = static_cast<int>(ranks_of_node.size());
+    const auto& node = setup.topo->node(setup.comm.rank_slot[ranks_of_node.front()]);
+    const double spare = node.host.cores - static_cast<double>(ranks) * node.gpu.threads;
+    shared = std::max(shared, std::clamp(1 - spare / ranks, 0.0, 1.0));
   }
+  return shared;
 }
 
 Seconds CollectivePlanner::compute_steal(const CommGroup& group) const {

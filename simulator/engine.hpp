@@ -46,6 +46,12 @@ inline GroupKey group_key(const CommGroup& g) {
   return {g.bytes, g.ps.server_offset, g.ps.sharding};
 }
 
+// The fraction of a rank's communication CPU time that must come from its compute's cores:
+// 1 - spare / R for R ranks of T threads on C cores (spare = C - R T), clamped to [0, 1]; the
+// most of any node of the job; 0 for a library with no host CPU work (docs/simulator.md,
+// "Shared cores").
+double shared_cores(const StepSetup& setup);
+
 // The collectives of a step: each group's cost on a quiet network (NCCL's choice, or a
 // point-to-point closed form) and its schedule, from the strategy's algorithm.
 class CollectivePlanner {
@@ -60,13 +66,9 @@ class CollectivePlanner {
   Seconds copy_time(double bytes) const;
   networks::CollectiveRequest request(const CommGroup& group) const;
   // The compute time each rank loses to the library's host CPU work for `group` while it
-  // computes: shared_cores() x (cpu_per_call + cpu_per_byte x bytes) (docs/simulator.md,
+  // computes: shared_cores(setup) x (cpu_per_call + cpu_per_byte x bytes) (docs/simulator.md,
   // "Shared cores"). Zero for NCCL and wherever the nodes have a core to spare per rank.
   Seconds compute_steal(const CommGroup& group) const;
-  // The fraction of a rank's communication CPU time that must come from its compute's cores:
-  // 1 - spare / R for R ranks of T threads on C cores (spare = C - R T), clamped to [0, 1]; the
-  // most of any node of the job.
-  double shared_cores() const { return shared_; }
 
  private:
   const StepSetup& setup_;

@@ -450,7 +450,7 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
       if (o.framework == "pytorch-ddp") {
         what.push_back("DDP copies each bucket in and out on the compute stream");
       }
-      const double shared_fraction = CollectivePlanner(setup).shared_cores();
+      const double shared_fraction = shared_cores(setup);
       if (shared_fraction > 0) {
         what.push_back(fmt::format(
             "{} ranks of {} thread(s) on a node's {} cores leave {:.0f} % of the library's host "
