@@ -63,8 +63,8 @@ class ParameterServer : public CollectiveAlgorithm {
     sum.label = "sum on servers";
     const int W = static_cast<int>(pushers.size());
     // Servers on one device (a host's memory, or a GPU's) share its memory bandwidth: summing W
-    // pushed copies into a shard reads W + 1 buffers and writes one; the busiest device ends
-    // the step.
+    // pushed copies into a shard reads W + 1 buffers and writes one (3 W buffers where each push
+    // is applied on its own); the busiest device ends the step.
     std::map<int, std::pair<double, Bandwidth>> device;  // vertex -> (bytes, bandwidth)
     std::vector<int> pullers = pushers;
     if (local) {
@@ -87,7 +87,9 @@ class ParameterServer : public CollectiveAlgorithm {
         pull.transfers.push_back(out);
       }
       auto& d = device[sv.vertex];
-      d.first += reduce_traffic(sv.bytes, W);
+      // Applied push by push (PsOptions::apply_each): W updates, each reading the variable and
+      // one gradient and writing the variable.
+      d.first += req.ps.apply_each ? W * reduce_traffic(sv.bytes) : reduce_traffic(sv.bytes, W);
       d.second = sv.memory;
     }
     double worst = -1;
@@ -113,10 +115,13 @@ class ParameterServer : public CollectiveAlgorithm {
     c.algorithm = "ps";
     c.channels = req.ps.servers;
     schedule_cost(*this, req, comm, c);
-    c.formula =
-        req.ps.aggregation != PsAggregation::kNone
-            ? "2(a + g S B_n) + (g+2) S / M_h + 2(a + max(S, N S_s) B) + sum_d (N+2) S_s / M_d"
-            : "2(a + max(S, W S_s) B) + sum over a device's servers of (W+2) S_s / M_d";
+    if (req.ps.aggregation == PsAggregation::kNone) {
+      c.formula = "2(a + max(S, W S_s) B) + sum over a device's servers of (W+2) S_s / M_d";
+    } else if (req.ps.apply_each) {
+      c.formula = "2(a + g S B_n) + (g+2) S / M_h + 2(a + max(S, N S_s) B) + sum_d 3 N S_s / M_d";
+    } else {
+      c.formula = "2(a + g S B_n) + (g+2) S / M_h + 2(a + max(S, N S_s) B) + sum_d (N+2) S_s / M_d";
+    }
     c.why = fmt::format("{} parameter server(s), {}, summing on the {}", req.ps.servers,
                         req.ps.colocated ? "colocated" : "dedicated",
                         req.ps.on_gpu ? "GPU" : "host CPU");

@@ -53,6 +53,11 @@ struct PsOptions {
   // send (zeromq/libzmq#3525). Nothing changes where the transport has no stream_bandwidth
   // (RDMA).
   bool shared_receive = false;
+  // Each push is applied to the server's variable as it arrives and the new value sent back to
+  // that pusher at once (between-graph replication: TensorFlow's distributed modes, where every
+  // worker runs its own apply op on the server). Otherwise the server waits for every push,
+  // sums them, and answers all pushers together.
+  bool apply_each = false;
 };
 
 // Bytes each of the `ps.servers` servers holds of an exchange of `bytes` (or of `ps.tensors`),

@@ -468,11 +468,19 @@ class DesStep {
     for (std::size_t s = 0; s < x->servers.size(); ++s) {
       const auto& sv = x->servers[s];
       if (sv.bytes <= 0) continue;
-      send_ps(x, x->pushers[p].vertex, sv.vertex, sv.bytes, static_cast<int>(s), [this, x, s, W] {
-        if (++x->arrived[s] < W) return;
-        const auto& server = x->servers[s];
-        sum(server.vertex, networks::reduce_traffic(server.bytes, W), [this, x, s] { pull(x, s); });
-      });
+      send_ps(x, x->pushers[p].vertex, sv.vertex, sv.bytes, static_cast<int>(s),
+              [this, x, s, p, W] {
+                const auto& server = x->servers[s];
+                if (x->group.ps.apply_each) {
+                  // This push alone: read the variable and the gradient, write the variable.
+                  sum(server.vertex, networks::reduce_traffic(server.bytes),
+                      [this, x, s, p] { pull_to(x, s, p); });
+                  return;
+                }
+                if (++x->arrived[s] < W) return;
+                sum(server.vertex, networks::reduce_traffic(server.bytes, W),
+                    [this, x, s] { pull(x, s); });
+              });
     }
     if (std::none_of(x->servers.begin(), x->servers.end(),
                      [](const networks::PsServer& sv) { return sv.bytes > 0; })) {
@@ -480,16 +488,20 @@ class DesStep {
     }
   }
 
+  // Server s's new value to every pusher.
   void pull(Exchange* x, std::size_t s) {
+    for (std::size_t p = 0; p < x->pushers.size(); ++p) pull_to(x, s, p);
+  }
+  // Server s's new value to pusher p, which scatters once every server holding a part has
+  // answered.
+  void pull_to(Exchange* x, std::size_t s, std::size_t p) {
     const auto& sv = x->servers[s];
     std::size_t holding = 0;
     for (const auto& other : x->servers) holding += other.bytes > 0 ? 1 : 0;
-    for (std::size_t p = 0; p < x->pushers.size(); ++p) {
-      const int socket = static_cast<int>(x->servers.size() + p);
-      send_ps(x, sv.vertex, x->pushers[p].pull_vertex, sv.bytes, socket, [this, x, p, holding] {
-        if (static_cast<std::size_t>(++x->pushers[p].pulled) == holding) scatter(x, p);
-      });
-    }
+    const int socket = static_cast<int>(x->servers.size() + p);
+    send_ps(x, sv.vertex, x->pushers[p].pull_vertex, sv.bytes, socket, [this, x, p, holding] {
+      if (static_cast<std::size_t>(++x->pushers[p].pulled) == holding) scatter(x, p);
+    });
   }
 
   void scatter(Exchange* x, std::size_t p) {

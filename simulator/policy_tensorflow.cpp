@@ -72,6 +72,10 @@ class TfParameterServer : public FrameworkPolicy {
         *p.params.mode == "parameter_server"
             ? (p.ps.on_gpu ? networks::PsAggregation::kNone : networks::PsAggregation::kHost)
             : networks::PsAggregation::kGpu;
+    // Between-graph replication: every worker runs its own apply op on the server, which
+    // updates the variable with that worker's sum as it arrives and answers it (the workers
+    // meet at a barrier at the end of the step, not at the server).
+    p.ps.apply_each = p.ps.aggregation != networks::PsAggregation::kNone;
     p.settings["mode"] = *p.params.mode;
     // distributed_replicated keeps a replica of every variable on every GPU: what updates them is
     // queued behind the GPUs' backward passes. (parameter_server keeps one copy, on a server;

@@ -487,6 +487,30 @@ TEST_CASE("a_node_that_sums_before_it_pushes_sends_its_gradient_once") {
   CHECK(push_time(local) == doctest::Approx(4 * 64e6 / nic).epsilon(0.01));
 }
 
+TEST_CASE("a_server_that_applies_each_push_moves_three_shards_per_pusher") {
+  // TensorFlow's between-graph replication: each of W workers' sums is applied on its own,
+  // reading the variable and the gradient and writing the variable, 3 W S of the server's
+  // memory; a sum of all pushes reads W + 1 buffers and writes one, (W + 2) S
+  // (docs/networks.md, "Parameter server"). 16 GPUs of the default cluster: W = 4 nodes.
+  const auto c = hardware::load_cluster("default");
+  Job job(c, 16, std::nullopt, 1);
+  const double S = 64e6;
+  auto req = request(CollectiveOp::kAllReduce, S);
+  req.ps.aggregation = PsAggregation::kHost;
+  const auto sum_time = [](const CollectiveResult& r) {
+    for (const auto& p : r.execution.phases) {
+      if (p.label == "sum on servers") return p.time.value();
+    }
+    return -1.0;
+  };
+  const double memory = job.topo->node(0).host.memory_bandwidth.value();
+  const auto together = run_collective(req, job.comm, "ps");
+  req.ps.apply_each = true;
+  const auto each = run_collective(req, job.comm, "ps");
+  CHECK(sum_time(together) == doctest::Approx((4 + 2) * S / memory).epsilon(1e-9));
+  CHECK(sum_time(each) == doctest::Approx(3 * 4 * S / memory).epsilon(1e-9));
+}
+
 namespace {
 
 struct Point {
