@@ -19,15 +19,16 @@ bool is_ps_framework(const std::string& name) {
   return name == "byteps" || name == "tf-ps" || name == "mxnet-kvstore";
 }
 
-// The prediction options of one scheme on the base job. A framework scheme runs with its own
-// defaults and takes from the base only the parameter-server settings it understands; an
-// algorithm runs under the base framework with every base setting.
-PredictOptions scheme_options(const PredictOptions& base, const std::string& scheme) {
+// Frameworks that only allreduce: their users who ask for parameter servers run BytePS, which
+// keeps their training script (Horovod's API for PyTorch, TensorFlow, Keras and MXNet).
+bool is_allreduce_framework(const std::string& name) {
+  return name == "horovod" || name == "keras" || name == "pytorch-ddp";
+}
+
+// A framework scheme on the base job: the framework with its own defaults, taking from the base
+// only the parameter-server settings it understands.
+PredictOptions framework_scheme(const PredictOptions& base, const std::string& scheme) {
   PredictOptions o = base;
-  if (!is_framework(scheme)) {
-    o.strategy = scheme;
-    return o;
-  }
   o.strategy.reset();
   if (scheme == base.framework) return o;
   o.framework = scheme;
@@ -40,6 +41,19 @@ PredictOptions scheme_options(const PredictOptions& base, const std::string& sch
   }
   if (scheme == "byteps") f.partition_bytes = b.partition_bytes;
   o.framework_options = f;
+  return o;
+}
+
+// The prediction options of one scheme on the base job: a framework as above; an algorithm
+// under the base framework with every base setting, except `ps` under a framework without
+// parameter servers, which runs as BytePS.
+PredictOptions scheme_options(const PredictOptions& base, const std::string& scheme) {
+  if (is_framework(scheme)) return framework_scheme(base, scheme);
+  if (scheme == "ps" && is_allreduce_framework(base.framework)) {
+    return framework_scheme(base, "byteps");
+  }
+  PredictOptions o = base;
+  o.strategy = scheme;
   return o;
 }
 

@@ -47,6 +47,17 @@ PY
   -o "$tmp/predict.txt" || fail "predict exited $?"
 grep -q "byteps (byteps / ps) would be" "$tmp/predict.txt" || fail "predict does not name BytePS"
 
+# `ps` under Horovod (which has no parameter servers) is BytePS, as a Horovod user would run
+# parameter servers: the same prediction as the byteps scheme, not a generic push to one server.
+"$dlsim" compare --model bert_large --set seq_len=64 --batch 8 --gpus 32 --cluster hkbu-10gbe \
+  --strategy ring,ps,byteps --no-crossover --format json -o "$tmp/ps.json" || fail "compare ps exited $?"
+python3 - "$tmp/ps.json" <<'PY' || fail "ps under horovod is not byteps"
+import json, sys
+r = {s["scheme"]: s for s in json.load(open(sys.argv[1]))["schemes"]}
+assert r["ps"]["framework"] == "byteps", r["ps"]["framework"]
+assert r["ps"]["step_time_s"] == r["byteps"]["step_time_s"]
+PY
+
 expect_failure() {  # expect_failure "substring" args...
   local want=$1
   shift
