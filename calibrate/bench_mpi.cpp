@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 #include <mpi.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -13,6 +15,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "calibrate/driver.hpp"
@@ -31,10 +34,43 @@ struct MpiOptions {
   int iters = 10, warmup = 3, max_pairs = 16;
   double min_time_s = 1e-3;
   bool resume = false;
+  bool cpu_cost = false;  // also measure the compute each allreduce takes from a busy thread
   std::string out;
 };
 
 double now() { return MPI_Wtime(); }
+
+// A compute thread beside the rank's MPI calls, as a training step's backward pass runs beside
+// its exchange thread: it repeats a fixed unit of arithmetic (in registers and L1, no memory
+// traffic) and counts the units done. It inherits the rank's CPU binding, so it shares the
+// rank's cores with MPI's progress, its TCP sends and receives and its summation.
+class BusyThread {
+ public:
+  BusyThread()
+      : thread_([this] {
+          double x[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+          while (!stop_.load(std::memory_order_relaxed)) {
+            for (int i = 0; i < 20000; ++i) {
+              for (double& v : x) v = v * 0.999999 + 1e-6;
+            }
+            sink_ = x[0] + x[7];
+            units_.fetch_add(1, std::memory_order_relaxed);
+          }
+        }) {}
+  ~BusyThread() {
+    stop_ = true;
+    thread_.join();
+  }
+  BusyThread(const BusyThread&) = delete;
+  BusyThread& operator=(const BusyThread&) = delete;
+  std::uint64_t units() const { return units_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> units_{0};
+  volatile double sink_ = 0;
+  std::thread thread_;
+};
 
 class Runner {
  public:
@@ -52,6 +88,13 @@ class Runner {
       hosts_.emplace_back(&all[static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
     }
     nodes_ = static_cast<int>(std::set<std::string>(hosts_.begin(), hosts_.end()).size());
+    std::map<std::string, int> per_host;
+    for (const auto& h : hosts_) ranks_per_node_ = std::max(ranks_per_node_, ++per_host[h]);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    rank_cores_ = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (rank_cores_ <= 0) rank_cores_ = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    MPI_Allreduce(MPI_IN_PLACE, &rank_cores_, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   }
 
   void run() {
@@ -153,6 +196,43 @@ class Runner {
     return samples;
   }
 
+  // Seconds of compute one call takes from a busy thread of each rank (the slowest rank's,
+  // median of the samples): the thread's rate alone is counted while the rank sleeps, then its
+  // units are counted over a loop of calls; what it did not do at its own rate is what the calls
+  // took from it (docs/simulator.md, "Shared cores").
+  double compute_taken(const std::function<void()>& call) {
+    BusyThread busy;
+    const long inner = [&] {
+      const double t0 = now();
+      call();
+      double one = now() - t0;
+      MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      long n = std::max(1L, static_cast<long>(std::max(o_.min_time_s, 0.05) / std::max(one, 1e-9)));
+      n = std::min(n, 100000L);
+      MPI_Bcast(&n, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+      return n;
+    }();
+    std::vector<double> samples;
+    for (int s = 0; s < o_.iters; ++s) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double a0 = now();
+      const auto u0 = busy.units();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const double rate = static_cast<double>(busy.units() - u0) / (now() - a0);
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = now();
+      const auto c0 = busy.units();
+      for (long i = 0; i < inner; ++i) call();
+      const double wall = now() - t0;
+      const double done = static_cast<double>(busy.units() - c0);
+      double lost = rate > 0 ? std::max(0.0, wall - done / rate) / static_cast<double>(inner) : 0;
+      MPI_Allreduce(MPI_IN_PLACE, &lost, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      samples.push_back(lost);
+    }
+    std::sort(samples.begin(), samples.end());
+    return samples[samples.size() / 2];
+  }
+
   template <class Emit, class Skip>
   void collective(const std::string& op, const std::vector<double>& sizes, Emit& emit, Skip& skip) {
     for (const double bytes : sizes) {
@@ -192,6 +272,16 @@ class Runner {
       m.nodes = nodes_;
       m.bytes = moved;
       m.samples_s = time_all(call);
+      if (o_.cpu_cost && op == "allreduce") {
+        m.params["cpu_s_per_call"] = fmt::format("{:.6g}", compute_taken(call));
+        // What the ranks could run on: the fewest cores any rank's affinity allows, and the
+        // most ranks on one node (a node's cores for the profile, docs/calibrate.md).
+        m.params["rank_cores"] = std::to_string(rank_cores_);
+        m.params["ranks_per_node"] = std::to_string(ranks_per_node_);
+        m.params["cpu_cost"] =
+            "compute a busy thread of the rank loses per call, beside the calls on the rank's "
+            "cores (slowest rank, median sample)";
+      }
       emit(m);
     }
   }
@@ -306,6 +396,7 @@ class Runner {
   const MpiOptions& o_;
   std::string command_;
   int rank_ = 0, size_ = 1, nodes_ = 1;
+  int ranks_per_node_ = 0, rank_cores_ = 1;
   std::vector<std::string> hosts_;
   std::size_t measured_ = 0, skipped_ = 0;
 };
@@ -337,6 +428,9 @@ void add_run_mpi(CLI::App& run, const std::string& command_line) {
   c->add_option("--max-pairs", o->max_pairs,
                 "Node pairs measured point to point (a seeded sample above this)")
       ->capture_default_str();
+  c->add_flag("--cpu-cost", o->cpu_cost,
+              "Also record the compute each allreduce call takes from a busy thread on the "
+              "rank's cores (params.cpu_s_per_call; the library's host CPU cost)");
   c->add_flag("--resume", o->resume, "Continue an existing results file");
   c->add_option("-o,--output", o->out, "Results file (JSON Lines), written by rank 0")->required();
   c->callback([o, text, command_line] {
@@ -359,7 +453,9 @@ void add_run_mpi(CLI::App& run, const std::string& command_line) {
     if (o->max_pairs < 1) fail_at({}, "--max-pairs", "must be at least 1");
     if (o->out == "-") fail_at({}, "--output", "needs a file (results are appended as measured)");
     int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SINGLE, &provided);
+    // --cpu-cost runs a compute thread that never calls MPI beside the main thread.
+    MPI_Init_thread(nullptr, nullptr, o->cpu_cost ? MPI_THREAD_FUNNELED : MPI_THREAD_SINGLE,
+                    &provided);
     try {
       Runner r(*o, command_line);
       r.run();

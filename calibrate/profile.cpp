@@ -349,6 +349,53 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
         out.report.push_back(
             "library: mpi (the network was measured through MPI point to point; set library: "
             "nccl in the profile to predict NCCL collectives)");
+        // The compute each allreduce took from a busy thread on the rank's cores (run mpi
+        // --cpu-cost): the library's host CPU cost, c0 + c1 S, across nodes.
+        std::map<int, std::pair<std::vector<double>, std::vector<double>>> by_ranks;
+        int node_cores = 0;  // the cores a node's ranks were bound to
+        for (const auto& m : ms) {
+          if (m.backend != "mpi" || m.op != "allreduce" || m.nodes < 2) continue;
+          const auto c = m.params.find("cpu_s_per_call");
+          if (c == m.params.end()) continue;
+          by_ranks[m.ranks].first.push_back(m.bytes);
+          by_ranks[m.ranks].second.push_back(std::stod(c->second));
+          const auto rc = m.params.find("rank_cores");
+          const auto rn = m.params.find("ranks_per_node");
+          if (rc != m.params.end() && rn != m.params.end()) {
+            node_cores = std::max(node_cores, std::stoi(rc->second) * std::stoi(rn->second));
+          }
+        }
+        if (!by_ranks.empty() && by_ranks.rbegin()->second.first.size() >= 2) {
+          const auto& [ranks, points] = *by_ranks.rbegin();
+          const auto cpu = fit_alpha_beta(points.first, points.second);
+          std::string lib = "library:\n";
+          lib += "  extends: \"mpi\"\n";
+          lib += fmt::format("  name: {}\n", q(o.name + "-mpi"));
+          lib += fmt::format(
+              "  description: {}\n",
+              q(fmt::format("MPI between the nodes, with the compute its allreduce takes from "
+                            "a busy thread on the rank's cores as dlcalibrate run mpi "
+                            "--cpu-cost measured it over {} ranks",
+                            ranks)));
+          lib += fmt::format("  source: {}\n", q("dlcalibrate fit of " + files));
+          lib += fmt::format("  host_cpu: {{per_call: {}, per_byte: {}}}\n",
+                             us(std::max(0.0, cpu.alpha)),
+                             q(fmt::format("{:.6g}ns", std::max(0.0, cpu.beta) * 1e9)));
+          library_yaml = lib;
+          out.report.push_back(fmt::format(
+              "host CPU per MPI allreduce: {:.1f} us + {:.3f} ns/B taken from a busy compute "
+              "thread (worst error {:.1f} %, {} sizes, {} ranks): taken from compute where the "
+              "ranks' threads fill the cores (docs/simulator.md, \"Shared cores\")",
+              std::max(0.0, cpu.alpha) * 1e6, std::max(0.0, cpu.beta) * 1e9,
+              cpu.worst_relative_error * 100, points.first.size(), ranks));
+          if (node_cores > 0) {
+            host_fields.push_back(fmt::format("cores: {}", node_cores));
+            out.report.push_back(fmt::format(
+                "node: {} core(s) for its ranks (the cores run mpi's ranks were bound to, times "
+                "the ranks of a node): whether the library's CPU time comes out of compute",
+                node_cores));
+          }
+        }
       }
     }
   }
@@ -426,6 +473,9 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
         node_yaml = y;
         host_fields.push_back(fmt::format("cpu: {}", q(host_cpu_name)));
         host_fields.push_back("sockets: 1");
+        // The whole host's cores (the MPI fit's bound cores stand for nodes of their own).
+        std::erase_if(host_fields,
+                      [](const std::string& field) { return field.rfind("cores:", 0) == 0; });
         host_fields.push_back(fmt::format("cores: {}", cores));
         if (!host_memory.empty()) host_fields.push_back(fmt::format("memory: {}", q(host_memory)));
         std::string lib = "library:\n";

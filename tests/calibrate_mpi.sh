@@ -44,3 +44,21 @@ fi
   -o "$OUT/predict.json"
 grep -q '"throughput_samples_per_s"' "$OUT/predict.json"
 echo "calibrate_mpi ($BTL): profile written and read by dlsim predict"
+
+# --cpu-cost: the compute each allreduce takes from a busy thread on the rank's cores, with the
+# cores the ranks were bound to (mpirun binds each of 2 ranks to a core of its own).
+mpirun -np 2 --oversubscribe --mca btl "self,$BTL" "$DLCALIBRATE" run mpi --ops allreduce \
+  --cpu-cost -b 1MiB -e 4MiB -f 4 -n 3 -w 1 -o "$OUT/cpu-cost.jsonl"
+python3 - "$OUT/cpu-cost.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in rows if r.get("op") == "allreduce"]
+assert len(rows) == 2, rows
+for r in rows:
+    p = r["params"]
+    # A call keeps the rank's core for part of its time at least: it costs some compute.
+    assert float(p["cpu_s_per_call"]) > 0, p
+    assert int(p["rank_cores"]) >= 1 and int(p["ranks_per_node"]) == 2, p
+print("calibrate_mpi: --cpu-cost:", ", ".join(
+    f'{r["bytes"]:.0f} B {1e3 * float(r["params"]["cpu_s_per_call"]):.3f} ms' for r in rows))
+PY
