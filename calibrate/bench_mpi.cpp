@@ -200,7 +200,8 @@ class Runner {
   // median of the samples): the thread's rate alone is counted while the rank sleeps, then its
   // units are counted over a loop of calls; what it did not do at its own rate is what the calls
   // took from it (docs/simulator.md, "Shared cores").
-  double compute_taken(const std::function<void()>& call) {
+  // Also the call's own time beside the busy thread (the slowest rank's, median).
+  std::pair<double, double> compute_taken(const std::function<void()>& call) {
     BusyThread busy;
     const long inner = [&] {
       const double t0 = now();
@@ -212,7 +213,7 @@ class Runner {
       MPI_Bcast(&n, 1, MPI_LONG, 0, MPI_COMM_WORLD);
       return n;
     }();
-    std::vector<double> samples;
+    std::vector<double> samples, beside;
     for (int s = 0; s < o_.iters; ++s) {
       MPI_Barrier(MPI_COMM_WORLD);
       const double a0 = now();
@@ -226,11 +227,15 @@ class Runner {
       const double wall = now() - t0;
       const double done = static_cast<double>(busy.units() - c0);
       double lost = rate > 0 ? std::max(0.0, wall - done / rate) / static_cast<double>(inner) : 0;
+      double per_call = wall / static_cast<double>(inner);
       MPI_Allreduce(MPI_IN_PLACE, &lost, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, &per_call, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       samples.push_back(lost);
+      beside.push_back(per_call);
     }
     std::sort(samples.begin(), samples.end());
-    return samples[samples.size() / 2];
+    std::sort(beside.begin(), beside.end());
+    return {samples[samples.size() / 2], beside[beside.size() / 2]};
   }
 
   template <class Emit, class Skip>
@@ -273,7 +278,9 @@ class Runner {
       m.bytes = moved;
       m.samples_s = time_all(call);
       if (o_.cpu_cost && op == "allreduce") {
-        m.params["cpu_s_per_call"] = fmt::format("{:.6g}", compute_taken(call));
+        const auto [taken, beside] = compute_taken(call);
+        m.params["cpu_s_per_call"] = fmt::format("{:.6g}", taken);
+        m.params["s_per_call_beside_compute"] = fmt::format("{:.6g}", beside);
         // What the ranks could run on: the fewest cores any rank's affinity allows, and the
         // most ranks on one node (a node's cores for the profile, docs/calibrate.md).
         m.params["rank_cores"] = std::to_string(rank_cores_);

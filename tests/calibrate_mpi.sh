@@ -58,6 +58,7 @@ for r in rows:
     p = r["params"]
     # A call keeps the rank's core for part of its time at least: it costs some compute.
     assert float(p["cpu_s_per_call"]) > 0, p
+    assert float(p["s_per_call_beside_compute"]) > 0, p
     assert int(p["rank_cores"]) >= 1 and int(p["ranks_per_node"]) == 2, p
 print("calibrate_mpi: --cpu-cost:", ", ".join(
     f'{r["bytes"]:.0f} B {1e3 * float(r["params"]["cpu_s_per_call"]):.3f} ms' for r in rows))
