@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -23,6 +24,37 @@ std::string q(const std::string& s) {
     out += c == '\n' ? ' ' : c;
   }
   return out + "\"";
+}
+
+// A cost per call and per byte (s, s/B) by ordinary least squares on the seconds themselves:
+// the large calls, which carry almost all of a step's bytes, weigh the most, and the small ones'
+// noise (a fraction of a millisecond) cannot tilt the slope as relative residuals would. A
+// negative intercept is refitted through the origin. worst_relative_error over every point.
+AlphaBeta fit_cost(const std::vector<double>& bytes, const std::vector<double>& seconds) {
+  const double n = static_cast<double>(bytes.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    sx += bytes[i];
+    sy += seconds[i];
+    sxx += bytes[i] * bytes[i];
+    sxy += bytes[i] * seconds[i];
+  }
+  AlphaBeta f;
+  const double d = n * sxx - sx * sx;
+  f.beta = d > 0 ? (n * sxy - sx * sy) / d : 0;
+  f.alpha = (sy - f.beta * sx) / n;
+  if (f.alpha < 0 || f.beta < 0) {
+    f.alpha = 0;
+    f.beta = sxx > 0 ? std::max(0.0, sxy / sxx) : 0;
+  }
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const double fit = f.alpha + f.beta * bytes[i];
+    if (seconds[i] > 0) {
+      f.worst_relative_error =
+          std::max(f.worst_relative_error, std::abs(fit - seconds[i]) / seconds[i]);
+    }
+  }
+  return f;
 }
 
 std::string gbps(double bytes_per_s) { return q(fmt::format("{:.6g}GB/s", bytes_per_s / 1e9)); }
@@ -352,6 +384,8 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
         // The compute each allreduce took from a busy thread on the rank's cores (run mpi
         // --cpu-cost): the library's host CPU cost, c0 + c1 S, across nodes.
         std::map<int, std::pair<std::vector<double>, std::vector<double>>> by_ranks;
+        // The call's own time beside the busy thread less its time alone, by size.
+        std::map<int, std::pair<std::vector<double>, std::vector<double>>> waits;
         int node_cores = 0;  // the cores a node's ranks were bound to
         for (const auto& m : ms) {
           if (m.backend != "mpi" || m.op != "allreduce" || m.nodes < 2) continue;
@@ -359,6 +393,11 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
           if (c == m.params.end()) continue;
           by_ranks[m.ranks].first.push_back(m.bytes);
           by_ranks[m.ranks].second.push_back(std::stod(c->second));
+          if (const auto b = m.params.find("s_per_call_beside_compute");
+              b != m.params.end() && !m.samples_s.empty()) {
+            waits[m.ranks].first.push_back(m.bytes);
+            waits[m.ranks].second.push_back(std::max(0.0, std::stod(b->second) - m.median_s()));
+          }
           const auto rc = m.params.find("rank_cores");
           const auto rn = m.params.find("ranks_per_node");
           if (rc != m.params.end() && rn != m.params.end()) {
@@ -367,7 +406,7 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
         }
         if (!by_ranks.empty() && by_ranks.rbegin()->second.first.size() >= 2) {
           const auto& [ranks, points] = *by_ranks.rbegin();
-          const auto cpu = fit_alpha_beta(points.first, points.second);
+          const auto cpu = fit_cost(points.first, points.second);
           std::string lib = "library:\n";
           lib += "  extends: \"mpi\"\n";
           lib += fmt::format("  name: {}\n", q(o.name + "-mpi"));
@@ -378,9 +417,17 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
                             "--cpu-cost measured it over {} ranks",
                             ranks)));
           lib += fmt::format("  source: {}\n", q("dlcalibrate fit of " + files));
-          lib += fmt::format("  host_cpu: {{per_call: {}, per_byte: {}}}\n",
+          std::string wait_keys;
+          std::optional<AlphaBeta> wait;
+          if (const auto w = waits.find(ranks); w != waits.end() && w->second.first.size() >= 2) {
+            wait = fit_cost(w->second.first, w->second.second);
+            wait_keys = fmt::format(", wait_per_call: {}, wait_per_byte: {}",
+                                    us(std::max(0.0, wait->alpha)),
+                                    q(fmt::format("{:.6g}ns", std::max(0.0, wait->beta) * 1e9)));
+          }
+          lib += fmt::format("  host_cpu: {{per_call: {}, per_byte: {}{}}}\n",
                              us(std::max(0.0, cpu.alpha)),
-                             q(fmt::format("{:.6g}ns", std::max(0.0, cpu.beta) * 1e9)));
+                             q(fmt::format("{:.6g}ns", std::max(0.0, cpu.beta) * 1e9)), wait_keys);
           library_yaml = lib;
           out.report.push_back(fmt::format(
               "host CPU per MPI allreduce: {:.1f} us + {:.3f} ns/B taken from a busy compute "
@@ -388,6 +435,13 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
               "ranks' threads fill the cores (docs/simulator.md, \"Shared cores\")",
               std::max(0.0, cpu.alpha) * 1e6, std::max(0.0, cpu.beta) * 1e9,
               cpu.worst_relative_error * 100, points.first.size(), ranks));
+          if (wait) {
+            out.report.push_back(fmt::format(
+                "an MPI allreduce beside a busy compute thread ends {:.1f} us + {:.3f} ns/B later "
+                "than alone (worst error {:.1f} %): the wait for a core, where cores are shared",
+                std::max(0.0, wait->alpha) * 1e6, std::max(0.0, wait->beta) * 1e9,
+                wait->worst_relative_error * 100));
+          }
           if (node_cores > 0) {
             host_fields.push_back(fmt::format("cores: {}", node_cores));
             out.report.push_back(fmt::format(

@@ -662,6 +662,8 @@ LibrarySpec parse_library(const ConfigNode& n, const std::string& stem, Context&
     const auto c = n.child("host_cpu");
     lib.cpu_per_call = seconds(c.child("per_call"));  // a negative duration is refused there
     lib.cpu_per_byte = seconds(c.child("per_byte"));
+    if (c.has("wait_per_call")) lib.wait_per_call = seconds(c.child("wait_per_call"));
+    if (c.has("wait_per_byte")) lib.wait_per_byte = seconds(c.child("wait_per_byte"));
     c.finish();
   }
   if (!lib.nccl()) {

@@ -232,6 +232,10 @@ struct LibrarySpec {
   // (docs/calibrate.md); where a node's cores are all taken by compute threads, this time is
   // taken from compute (docs/simulator.md, "Shared cores").
   Seconds cpu_per_call, cpu_per_byte;
+  // What the collective itself loses on such cores: each call waits for a core its compute
+  // threads hold, per call plus per byte (`dlcalibrate run mpi --cpu-cost`: the call's time
+  // beside a busy thread less its time alone).
+  Seconds wait_per_call, wait_per_byte;
   TunerSpec tuner;  // family nccl
   bool nccl() const { return family == "nccl"; }
   const ProtocolSpec* protocol(std::string_view name) const;

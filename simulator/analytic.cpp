@@ -208,10 +208,17 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
         if (g.copy_in && !(g.copies_on_compute && take(copy, "MEMCPY_IN_FUSION_BUFFER"))) {
           span(SpanKind::kCopyIn, "MEMCPY_IN_FUSION_BUFFER", copy);
         }
+        // On shared cores, a collective that starts during backward also waits for the cores.
+        const Time wait = t0 < backward_end ? to_time(planner.core_wait(g).value()) : 0;
         take(to_time(planner.compute_steal(g).value()), "HOST_CPU_COMMUNICATION");
         const auto& plan = planner.plan(g);
-        Span c{SpanKind::kCollective,           0,      -1, collective_name, t0,
-               t0 + to_time(plan.time.value()), g.bytes};
+        Span c{SpanKind::kCollective,
+               0,
+               -1,
+               collective_name,
+               t0,
+               t0 + wait + to_time(plan.time.value()),
+               g.bytes};
         c.latency = to_time(plan.latency.value());
         observers.emit(c);
         t0 = c.end;

@@ -279,9 +279,25 @@ class DesStep {
     kernel_.after(d, [this] { collective(); });
   }
 
+  // Whether a rank of the step is still in its backward pass.
+  bool computing() const {
+    for (const auto& g : gpus_) {
+      if (!g.backward_done && g.iteration == iteration_) return true;
+    }
+    return false;
+  }
+
   void collective() {
     collective_start_ = kernel_.now();
+    const bool busy = computing();
     steal(to_time(planner_.compute_steal(group_).value()), "HOST_CPU_COMMUNICATION");
+    // On shared cores the collective also waits for the cores its ranks compute on.
+    const Time wait = busy ? to_time(planner_.core_wait(group_).value()) : 0;
+    kernel_.after(wait, [this] { run_collective(); });
+  }
+
+  void run_collective() {
+    const Time start = kernel_.now();
     const auto key = group_key(group_);
     // The stream is the job's only traffic: a collective that starts on a quiet network takes
     // exactly the time the same collective took from a quiet start before.
@@ -291,8 +307,8 @@ class DesStep {
       return;
     }
     schedule_ = planner_.schedule(group_);
-    run_->run(schedule_, [this, key, quiet] {
-      if (quiet) measured_[key] = kernel_.now() - collective_start_;
+    run_->run(schedule_, [this, key, quiet, start] {
+      if (quiet) measured_[key] = kernel_.now() - start;
       collective_done();
     });
   }

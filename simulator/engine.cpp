@@ -23,7 +23,10 @@ CollectivePlanner::CollectivePlanner(const StepSetup& setup)
 
 double shared_cores(const StepSetup& setup) {
   const auto& lib = setup.cluster->library;
-  if (lib.cpu_per_call.value() <= 0 && lib.cpu_per_byte.value() <= 0) return 0;
+  if (lib.cpu_per_call.value() <= 0 && lib.cpu_per_byte.value() <= 0 &&
+      lib.wait_per_call.value() <= 0 && lib.wait_per_byte.value() <= 0) {
+    return 0;
+  }
   double shared = 0;
   for (const auto& ranks_of_node : setup.comm.ranks_by_node()) {
     const int ranks = static_cast<int>(ranks_of_node.size());
@@ -32,6 +35,12 @@ double shared_cores(const StepSetup& setup) {
     shared = std::max(shared, std::clamp(1 - spare / ranks, 0.0, 1.0));
   }
   return shared;
+}
+
+Seconds CollectivePlanner::core_wait(const CommGroup& group) const {
+  if (shared_ <= 0) return Seconds(0);
+  const auto& lib = setup_.cluster->library;
+  return Seconds(shared_ * (lib.wait_per_call.value() + lib.wait_per_byte.value() * group.bytes));
 }
 
 Seconds CollectivePlanner::compute_steal(const CommGroup& group) const {

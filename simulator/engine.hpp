@@ -69,6 +69,9 @@ class CollectivePlanner {
   // computes: shared_cores(setup) x (cpu_per_call + cpu_per_byte x bytes) (docs/simulator.md,
   // "Shared cores"). Zero for NCCL and wherever the nodes have a core to spare per rank.
   Seconds compute_steal(const CommGroup& group) const;
+  // How much later the same collective ends when it starts while its ranks compute on shared
+  // cores: shared_cores(setup) x (wait_per_call + wait_per_byte x bytes).
+  Seconds core_wait(const CommGroup& group) const;
 
  private:
   const StepSetup& setup_;

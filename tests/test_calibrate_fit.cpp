@@ -260,8 +260,9 @@ TEST_CASE("profile: gloo between two ranks of a host becomes the node's path and
 TEST_CASE(
     "profile: mpi's cpu cost beside compute becomes the library's host cpu and the node's cores") {
   // run mpi --cpu-cost between two nodes, one rank each bound to one core: each allreduce of S
-  // bytes took 20 us + 4 ns/B from a busy thread beside it. The library extends mpi with that
-  // host_cpu, and the node has the one core its rank ran on, so the shared-cores model charges it.
+  // bytes took 20 us + 4 ns/B from a busy thread beside it (least squares on the seconds). The
+  // library extends mpi with that host_cpu, and the node has the one core its rank ran on, so the
+  // shared-cores model charges it.
   cal::Results r;
   r.provenance.tool = "test";
   r.measurements = p2p_bandwidth(1, 0.12e9);
@@ -274,6 +275,9 @@ TEST_CASE(
     m.bytes = b;
     m.samples_s = {100e-6 + b / 0.12e9};
     m.params["cpu_s_per_call"] = fmt::format("{:.9g}", 20e-6 + 4e-9 * b);
+    // Beside the busy thread each call also ends 15 ms + 0.5 ns/B later than alone.
+    m.params["s_per_call_beside_compute"] =
+        fmt::format("{:.9g}", m.samples_s[0] + 15e-3 + 0.5e-9 * b);
     m.params["rank_cores"] = "1";
     m.params["ranks_per_node"] = "1";
     r.measurements.push_back(m);
@@ -283,7 +287,8 @@ TEST_CASE(
   const auto p = cal::fit_profile({r}, o);
   CAPTURE(p.yaml);
   CHECK(p.yaml.find("extends: \"mpi\"") != std::string::npos);
-  CHECK(p.yaml.find("host_cpu: {per_call: \"20us\", per_byte: \"4ns\"}") != std::string::npos);
+  CHECK(p.yaml.find("host_cpu: {per_call: \"20us\", per_byte: \"4ns\", wait_per_call: \"15000us\", "
+                    "wait_per_byte: \"0.5ns\"}") != std::string::npos);
   CHECK(p.yaml.find("cores: 1") != std::string::npos);
   // Without the cpu cost: the plain mpi library, the base node's cores.
   for (auto& m : r.measurements) m.params.clear();

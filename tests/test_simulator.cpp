@@ -459,6 +459,44 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("on_shared_cores_a_collective_started_during_backward_waits_for_the_cores") {
+  // docs/simulator.md, "Shared cores": a library whose calls wait 50 ms for a core held by
+  // compute (wait_per_call), and take nothing from it. With a core to spare the step is the
+  // same; without, collectives started during backward end 50 ms later each (the stream runs
+  // one at a time, so the delays add up), compute is untouched.
+  const auto write = [](int cores, bool wait) {
+    const auto name = fmt::format("dlsim-wait-{}-{}", cores, wait ? "wait" : "none");
+    const auto path = std::filesystem::temp_directory_path() / (name + ".yaml");
+    std::ofstream(path) << fmt::format(
+        "kind: cluster\nname: {2}\ndescription: two ranks on {0} cores (tests)\n"
+        "source: tests\nextends: default\nnodes: 1\n"
+        "node:\n  extends: iris-v100x4\n  gpus: 2\n  host: {{cores: {0}}}\n  switches: []\n"
+        "  links: [[gpu*, cpu0, pcie], [nic0, cpu0, pcie]]\n"
+        "  gpu: {{extends: v100-sxm2-16gb, threads: 1, step_jitter: 0}}\n"
+        "library:\n  extends: mpi\n  name: waiting\n{1}",
+        cores,
+        wait ? "  host_cpu: {per_call: \"0us\", per_byte: \"0ns\", wait_per_call: \"50ms\"}\n" : "",
+        name);
+    return path.string();
+  };
+  for (const char* engine : {"des", "analytic"}) {
+    CAPTURE(engine);
+    auto o = options("resnet18", 2);
+    o.framework = "horovod";
+    o.engine = *sim::parse_engine(engine);
+    o.cluster = write(2, false);
+    const auto quiet = sim::predict(o);
+    o.cluster = write(4, true);
+    CHECK(sim::predict(o).step_time_s == doctest::Approx(quiet.step_time_s).epsilon(1e-12));
+    o.cluster = write(2, true);
+    const auto waiting = sim::predict(o);
+    CHECK(waiting.loss.communication_on_compute ==
+          doctest::Approx(quiet.loss.communication_on_compute).epsilon(1e-12));
+    CHECK(waiting.step_time_s > quiet.step_time_s + 0.01);
+    CHECK(waiting.step_time_s <= quiet.step_time_s + 0.05 * waiting.groups + 1e-9);
+  }
+}
+
 TEST_CASE("shared_cores_take_the_librarys_host_cpu_time_from_compute_only_without_spare_cores") {
   // docs/simulator.md, "Shared cores": two ranks of one thread on a node of C cores, a library
   // spending 1 ms of host CPU per call. sigma = clamp(1 - (C - 2) / 2, 0, 1): C = 2 takes all of
