@@ -459,25 +459,35 @@ TEST_CASE(
   }
 }
 
+namespace {
+
+// A cluster file of one node with two one-thread ranks on `cores` cores and an mpi library with
+// `host_cpu` (a YAML flow map, or empty for none), for the shared-cores tests.
+std::string two_ranks_on_cores(const std::string& tag, int cores, const std::string& host_cpu) {
+  const auto name = fmt::format("dlsim-{}-{}-{}", tag, cores, host_cpu.empty() ? "none" : "cpu");
+  const auto path = std::filesystem::temp_directory_path() / (name + ".yaml");
+  std::ofstream(path) << fmt::format(
+      "kind: cluster\nname: {2}\ndescription: two ranks on {0} cores (tests)\n"
+      "source: tests\nextends: default\nnodes: 1\n"
+      "node:\n  extends: iris-v100x4\n  gpus: 2\n  host: {{cores: {0}}}\n  switches: []\n"
+      "  links: [[gpu*, cpu0, pcie], [nic0, cpu0, pcie]]\n"
+      "  gpu: {{extends: v100-sxm2-16gb, threads: 1, step_jitter: 0}}\n"
+      "library:\n  extends: mpi\n  name: {2}-mpi\n{1}",
+      cores, host_cpu.empty() ? "" : "  host_cpu: " + host_cpu + "\n", name);
+  return path.string();
+}
+
+}  // namespace
+
 TEST_CASE("on_shared_cores_a_collective_started_during_backward_waits_for_the_cores") {
   // docs/simulator.md, "Shared cores": a library whose calls wait 50 ms for a core held by
   // compute (wait_per_call), and take nothing from it. With a core to spare the step is the
   // same; without, collectives started during backward end 50 ms later each (the stream runs
   // one at a time, so the delays add up), compute is untouched.
   const auto write = [](int cores, bool wait) {
-    const auto name = fmt::format("dlsim-wait-{}-{}", cores, wait ? "wait" : "none");
-    const auto path = std::filesystem::temp_directory_path() / (name + ".yaml");
-    std::ofstream(path) << fmt::format(
-        "kind: cluster\nname: {2}\ndescription: two ranks on {0} cores (tests)\n"
-        "source: tests\nextends: default\nnodes: 1\n"
-        "node:\n  extends: iris-v100x4\n  gpus: 2\n  host: {{cores: {0}}}\n  switches: []\n"
-        "  links: [[gpu*, cpu0, pcie], [nic0, cpu0, pcie]]\n"
-        "  gpu: {{extends: v100-sxm2-16gb, threads: 1, step_jitter: 0}}\n"
-        "library:\n  extends: mpi\n  name: waiting\n{1}",
-        cores,
-        wait ? "  host_cpu: {per_call: \"0us\", per_byte: \"0ns\", wait_per_call: \"50ms\"}\n" : "",
-        name);
-    return path.string();
+    return two_ranks_on_cores(
+        "wait", cores,
+        wait ? "{per_call: \"0us\", per_byte: \"0ns\", wait_per_call: \"50ms\"}" : "");
   };
   for (const char* engine : {"des", "analytic"}) {
     CAPTURE(engine);
@@ -503,17 +513,8 @@ TEST_CASE("shared_cores_take_the_librarys_host_cpu_time_from_compute_only_withou
   // it (1 ms for every collective that starts while backward runs), C = 3 half, C = 4 none.
   // DDP's bucket copies on the compute stream are there in every case alike.
   const auto write = [](int cores, bool host_cpu) {
-    const auto name = fmt::format("dlsim-shared-{}-{}", cores, host_cpu ? "cpu" : "none");
-    const auto path = std::filesystem::temp_directory_path() / (name + ".yaml");
-    std::ofstream(path) << fmt::format(
-        "kind: cluster\nname: {2}\ndescription: two ranks on {0} cores (tests)\n"
-        "source: tests\nextends: default\nnodes: 1\n"
-        "node:\n  extends: iris-v100x4\n  gpus: 2\n  host: {{cores: {0}}}\n  switches: []\n"
-        "  links: [[gpu*, cpu0, pcie], [nic0, cpu0, pcie]]\n"
-        "  gpu: {{extends: v100-sxm2-16gb, threads: 1, step_jitter: 0}}\n"
-        "library:\n  extends: mpi\n  name: gloo-like\n{1}",
-        cores, host_cpu ? "  host_cpu: {per_call: \"1ms\", per_byte: \"0ns\"}\n" : "", name);
-    return path.string();
+    return two_ranks_on_cores("shared", cores,
+                              host_cpu ? "{per_call: \"1ms\", per_byte: \"0ns\"}" : "");
   };
   for (const char* engine : {"des", "analytic"}) {
     CAPTURE(engine);
