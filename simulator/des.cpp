@@ -293,7 +293,11 @@ class DesStep {
     steal(to_time(planner_.compute_steal(group_).value()), "HOST_CPU_COMMUNICATION");
     // On shared cores the collective also waits for the cores its ranks compute on.
     const Time wait = busy ? to_time(planner_.core_wait(group_).value()) : 0;
-    kernel_.after(wait, [this] { run_collective(); });
+    if (wait > 0) {
+      kernel_.after(wait, [this] { run_collective(); });
+    } else {
+      run_collective();
+    }
   }
 
   void run_collective() {
