@@ -494,7 +494,17 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
       // of the two hops carries half of alpha = (the series' latency) / 2(n-1).
       const int n = f->series.ranks;
       const auto& big = f->fit.regimes.back();
-      const double link_bw = big.bandwidth();
+      double link_bw = big.bandwidth();
+      if (!(link_bw > 0) && !f->series.bytes.empty() && f->series.seconds.back() > 0) {
+        // The largest sizes took no longer than smaller ones (samples slowed by other work):
+        // no slope to read, so the largest size's own bus bandwidth.
+        link_bw = f->series.bytes.back() / f->series.seconds.back() * bus_factor("allreduce", n);
+        out.warnings.push_back(fmt::format(
+            "gloo: the times do not grow with size over the largest sizes (a loaded machine?); "
+            "the rank -> host -> rank rate is the {:.0f} B all-reduce's bus bandwidth, {:.3f} "
+            "GB/s",
+            f->series.bytes.back(), link_bw / 1e9));
+      }
       const double hop = std::max(0.0, f->latency.alpha) / (2.0 * (n - 1)) / 2;
       // Host CPU per call: c0 + c1 S by least squares over every size with the process CPU
       // time recorded (params.cpu_s_per_call, the slowest rank's).

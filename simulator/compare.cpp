@@ -57,6 +57,25 @@ PredictOptions scheme_options(const PredictOptions& base, const std::string& sch
   return o;
 }
 
+// One scheme's prediction. `ps` run as BytePS puts its servers on hosts of their own; where the
+// workers leave too few free nodes for them and no placement was asked for, it runs them beside
+// the workers instead (BytePS's colocated mode), as a user of a full cluster would.
+Prediction predict_scheme(const PredictOptions& base, const std::string& scheme) {
+  auto o = scheme_options(base, scheme);
+  const bool byteps_ps = scheme == "ps" && is_allreduce_framework(base.framework);
+  if (!byteps_ps || base.framework_options.ps_colocated.has_value()) return predict(o);
+  try {
+    return predict(o);
+  } catch (const InputError& dedicated) {
+    o.framework_options.ps_colocated = true;
+    try {
+      return predict(o);
+    } catch (const InputError&) {
+      throw dedicated;
+    }
+  }
+}
+
 // Index of the best throughput, and of the runner-up (the best of the rest); -1 where absent.
 std::pair<int, int> best_two(const std::vector<double>& throughput) {
   int best = -1, second = -1;
@@ -104,7 +123,7 @@ CrossoverPoint search_point(const PredictOptions& base, const std::vector<std::s
   std::vector<double> throughput;
   for (const auto& s : schemes) {
     try {
-      throughput.push_back(predict(scheme_options(base, s)).throughput);
+      throughput.push_back(predict_scheme(base, s).throughput);
     } catch (const InputError& e) {
       throughput.push_back(0);
       pt.unavailable.push_back(fmt::format("{}: {}", s, e.what()));
@@ -167,7 +186,7 @@ Comparison compare(const CompareOptions& options) {
   Comparison c;
   std::vector<double> throughput;
   for (const auto& s : options.schemes) {
-    c.results.push_back({s, predict(scheme_options(options.base, s))});
+    c.results.push_back({s, predict_scheme(options.base, s)});
     throughput.push_back(c.results.back().prediction.throughput);
   }
   const auto [best, second] = best_two(throughput);
@@ -285,6 +304,9 @@ std::string to_table(const Comparison& c) {
     if (placement != p.policy_settings.end() && placement->second == "dedicated") {
       out += fmt::format("  {} also uses {} server host(s) besides the {} worker nodes\n", r.scheme,
                          p.policy_settings.at("ps_servers"), p.nodes);
+    } else if (placement != p.policy_settings.end() && p.framework == "byteps") {
+      out += fmt::format("  {} runs its {} server(s) on the worker nodes\n", r.scheme,
+                         p.policy_settings.at("ps_servers"));
     }
   }
   for (const auto& x : c.crossovers) {

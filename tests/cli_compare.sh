@@ -58,6 +58,17 @@ assert r["ps"]["framework"] == "byteps", r["ps"]["framework"]
 assert r["ps"]["step_time_s"] == r["byteps"]["step_time_s"]
 PY
 
+# On a cluster the workers fill (64 GPUs of the 16-node default), `ps` runs BytePS's servers
+# beside the workers instead of failing for want of server hosts.
+"$dlsim" compare --model resnet50 --gpus 64 --strategy ring,ps --no-crossover --format json \
+  -o "$tmp/full.json" || fail "compare ps on a full cluster exited $?"
+python3 - "$tmp/full.json" <<'PY' || fail "ps on a full cluster is not colocated BytePS"
+import json, sys
+p = json.load(open(sys.argv[1]))["predictions"][1]
+assert p["framework"] == "byteps", p["framework"]
+assert p["policy"]["settings"]["ps_placement"] == "colocated", p["policy"]
+PY
+
 expect_failure() {  # expect_failure "substring" args...
   local want=$1
   shift

@@ -296,3 +296,29 @@ TEST_CASE(
   CHECK(plain.yaml.find("library: mpi\n") != std::string::npos);
   CHECK(plain.yaml.find("host_cpu") == std::string::npos);
 }
+
+TEST_CASE(
+    "profile: gloo times that do not grow with size still give the host's path, with a warning") {
+  // A loaded machine: the 1 MiB all-reduce came out faster than the 64 KiB one. No slope to
+  // read, so the rank -> host -> rank rate is the largest size's bus bandwidth, 1 MiB / 150 us
+  // (bus factor 1 on 2 ranks), and fit says so instead of finding nothing to fit.
+  cal::Results r;
+  r.provenance.tool = "test";
+  r.provenance.devices = {{"cpu", "Test CPU"}, {"cpu_cores", "2"}};
+  for (const auto& [b, t] : {std::pair{65536.0, 200e-6}, std::pair{1048576.0, 150e-6}}) {
+    cal::Measurement m;
+    m.op = "allreduce";
+    m.backend = "gloo";
+    m.ranks = 2;
+    m.bytes = b;
+    m.samples_s = {t};
+    r.measurements.push_back(m);
+  }
+  cal::ProfileOptions o;
+  o.name = "loaded";
+  const auto p = cal::fit_profile({r}, o);
+  CAPTURE(p.yaml);
+  CHECK(p.yaml.find("loopback: {bandwidth: \"6.99051GB/s\"") != std::string::npos);
+  REQUIRE(!p.warnings.empty());
+  CHECK(p.warnings.back().find("do not grow with size") != std::string::npos);
+}
