@@ -14,6 +14,7 @@
 #include <iostream>
 #include <ostream>
 
+#include "calibrate/busy_thread.hpp"
 #include "calibrate/driver.hpp"
 #include "calibrate/results.hpp"
 #include "calibrate/torch_step.hpp"
@@ -91,6 +92,22 @@ void rank_main(const GlooRunOptions& o, int rank, const std::string& store_path,
     std::sort(cpu.begin(), cpu.end());
     m.params["transport"] = "tcp loopback";
     m.params["cpu_s_per_call"] = fmt::format("{:.6g}", cpu[cpu.size() / 2]);
+    if (o.beside_compute) {
+      // The same calls while a busy thread of each rank computes (a loop of at least 50 ms):
+      // the slowest rank's time per call, median of the samples.
+      BusyThread busy;
+      const long loop = std::clamp(
+          static_cast<long>(std::max(o.min_time_s, 0.05) / std::max(one, 1e-9)), 1L, 100000L);
+      std::vector<double> beside;
+      for (int s = 0; s < o.iters; ++s) {
+        pg.barrier()->wait();
+        const double w0 = wall_now();
+        for (long i = 0; i < loop; ++i) call();
+        beside.push_back(reduce_max({(wall_now() - w0) / static_cast<double>(loop)})[0]);
+      }
+      std::sort(beside.begin(), beside.end());
+      m.params["s_per_call_beside_compute"] = fmt::format("{:.6g}", beside[beside.size() / 2]);
+    }
     if (out) out->add(m);
   }
   if (out) {

@@ -17,6 +17,9 @@ struct GlooRunOptions {
   int iters = 5;             // timed samples per size
   int warmup = 2;            // untimed calls first
   double min_time_s = 2e-3;  // a sample's inner loop runs at least this long
+  // Also each call's time beside a busy compute thread in each rank (params
+  // .s_per_call_beside_compute): how long the exchange waits for the cores compute holds.
+  bool beside_compute = false;
 };
 
 // Measures and writes the results file `path` (which must not exist); returns the records

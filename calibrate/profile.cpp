@@ -508,16 +508,23 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
       const double hop = std::max(0.0, f->latency.alpha) / (2.0 * (n - 1)) / 2;
       // Host CPU per call: c0 + c1 S by least squares over every size with the process CPU
       // time recorded (params.cpu_s_per_call, the slowest rank's).
-      std::vector<double> size, cpu;
+      std::vector<double> size, cpu, wait_size, wait;
       for (const auto& m : gloo) {
         if (m.ranks != n) continue;
+        // The call's time beside a busy thread less its time alone (run gloo --cpu-cost).
+        if (const auto b = m.params.find("s_per_call_beside_compute");
+            b != m.params.end() && !m.samples_s.empty()) {
+          wait_size.push_back(m.bytes);
+          wait.push_back(std::max(0.0, std::stod(b->second) - m.median_s()));
+        }
         const auto c = m.params.find("cpu_s_per_call");
         if (c == m.params.end()) continue;
         size.push_back(m.bytes);
         cpu.push_back(std::stod(c->second));
       }
-      std::optional<AlphaBeta> cpu_fit;
+      std::optional<AlphaBeta> cpu_fit, wait_fit;
       if (size.size() >= 2) cpu_fit = fit_alpha_beta(size, cpu);
+      if (wait_size.size() >= 2) wait_fit = fit_cost(wait_size, wait);
       if (link_bw > 0) {
         const int cores = host_cores > 0 ? static_cast<int>(host_cores) : node.host.cores;
         std::string y;
@@ -552,9 +559,15 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
         lib += fmt::format("  source: {}\n", q("dlcalibrate fit of " + files));
         lib += "  link_efficiency: {nvlink: 1, pcie: 1}   # the links are measured rates\n";
         if (cpu_fit) {
-          lib += fmt::format("  host_cpu: {{per_call: {}, per_byte: {}}}\n",
-                             us(std::max(0.0, cpu_fit->alpha)),
-                             q(fmt::format("{:.6g}ns", std::max(0.0, cpu_fit->beta) * 1e9)));
+          const std::string wait_keys =
+              wait_fit
+                  ? fmt::format(", wait_per_call: {}, wait_per_byte: {}",
+                                us(std::max(0.0, wait_fit->alpha)),
+                                q(fmt::format("{:.6g}ns", std::max(0.0, wait_fit->beta) * 1e9)))
+                  : "";
+          lib += fmt::format(
+              "  host_cpu: {{per_call: {}, per_byte: {}{}}}\n", us(std::max(0.0, cpu_fit->alpha)),
+              q(fmt::format("{:.6g}ns", std::max(0.0, cpu_fit->beta) * 1e9)), wait_keys);
         }
         library_yaml = lib;
         out.report.push_back(fmt::format(
@@ -570,6 +583,14 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
               "\"Shared cores\")",
               std::max(0.0, cpu_fit->alpha) * 1e6, std::max(0.0, cpu_fit->beta) * 1e9,
               cpu_fit->worst_relative_error * 100, size.size()));
+        }
+        if (cpu_fit && wait_fit) {
+          out.report.push_back(fmt::format(
+              "a gloo all-reduce beside a busy compute thread in each rank ends {:.1f} us + "
+              "{:.3f} ns/B later than alone (worst error {:.1f} %): the wait for a core, where "
+              "cores are shared",
+              std::max(0.0, wait_fit->alpha) * 1e6, std::max(0.0, wait_fit->beta) * 1e9,
+              wait_fit->worst_relative_error * 100));
         }
       }
     }

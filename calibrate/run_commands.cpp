@@ -172,10 +172,14 @@ void add_run_gloo(CLI::App& run, const std::string& command_line) {
     int ranks = 2, iters = 5, warmup = 2;
     std::string from = "4B", to = "64MiB";
     double factor = 4;
+    bool cpu_cost = false;
     std::string out;
   };
   auto o = std::make_shared<Opt>();
   c->add_option("--ranks", o->ranks, "Local processes")->capture_default_str();
+  c->add_flag("--cpu-cost", o->cpu_cost,
+              "Also time each size beside a busy compute thread in each rank "
+              "(params.s_per_call_beside_compute: the exchange's wait for the cores)");
   c->add_option("-b,--minbytes", o->from, "Smallest all-reduce")->capture_default_str();
   c->add_option("-e,--maxbytes", o->to, "Largest all-reduce")->capture_default_str();
   c->add_option("-f,--stepfactor", o->factor, "Size factor between points")->capture_default_str();
@@ -191,6 +195,7 @@ void add_run_gloo(CLI::App& run, const std::string& command_line) {
     g.factor = o->factor;
     g.iters = o->iters;
     g.warmup = o->warmup;
+    g.beside_compute = o->cpu_cost;
     const auto n = run_gloo(g, o->out, command_line, &std::cerr);
     std::cerr << fmt::format("dlcalibrate: {} sizes measured into {}\n", n, o->out);
   });

@@ -11,7 +11,7 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 fail() { echo "calibrate_gloo: $*" >&2; exit 1; }
 
-if ! "$DLCAL" run gloo --ranks 2 -b 4KiB -e 1MiB -f 16 -n 3 -w 1 -o "$OUT/g.jsonl" \
+if ! "$DLCAL" run gloo --ranks 2 --cpu-cost -b 4KiB -e 1MiB -f 16 -n 3 -w 1 -o "$OUT/g.jsonl" \
   2>"$OUT/err"; then
   if grep -q "this build has no gloo" "$OUT/err"; then
     echo "calibrate_gloo: skipped: $(cat "$OUT/err")"
@@ -30,6 +30,7 @@ for r in recs:
     assert r["backend"] == "gloo" and r["ranks"] == 2 and r["nodes"] == 1, r
     assert len(r["samples_s"]) == 3 and all(s > 0 for s in r["samples_s"]), r
     assert float(r["params"]["cpu_s_per_call"]) > 0, r
+    assert float(r["params"]["s_per_call_beside_compute"]) > 0, r
 PY
 "$DLCAL" show "$OUT/g.jsonl" >"$OUT/show.txt"
 grep -q "allreduce gloo ranks=2 nodes=1: CPU time per call" "$OUT/show.txt" ||

@@ -243,6 +243,9 @@ TEST_CASE("profile: gloo between two ranks of a host becomes the node's path and
     m.bytes = b;
     m.samples_s = {200e-6 + b / 1e9};
     m.params["cpu_s_per_call"] = fmt::format("{:.9g}", 100e-6 + 0.8e-9 * b);
+    // Beside a busy thread in each rank (run gloo --cpu-cost): 2 ms + 0.5 ns/B later than alone.
+    m.params["s_per_call_beside_compute"] =
+        fmt::format("{:.9g}", m.samples_s[0] + 2e-3 + 0.5e-9 * b);
     r.measurements.push_back(m);
   }
   cal::ProfileOptions o;
@@ -253,7 +256,9 @@ TEST_CASE("profile: gloo between two ranks of a host becomes the node's path and
   CHECK(p.yaml.find("loopback: {bandwidth: \"1GB/s\", latency: \"50us\"}") != std::string::npos);
   CHECK(p.yaml.find("cores: 2") != std::string::npos);
   CHECK(p.yaml.find("memory: \"8589934592B\"") != std::string::npos);
-  CHECK(p.yaml.find("host_cpu: {per_call: \"100us\", per_byte: \"0.8ns\"}") != std::string::npos);
+  CHECK(
+      p.yaml.find("host_cpu: {per_call: \"100us\", per_byte: \"0.8ns\", wait_per_call: \"2000us\", "
+                  "wait_per_byte: \"0.5ns\"}") != std::string::npos);
   CHECK(p.yaml.find("extends: \"mpi\"") != std::string::npos);
 }
 

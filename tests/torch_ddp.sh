@@ -39,7 +39,7 @@ fail=0
 rows=()
 # The exchange between two ranks of this host and its memory copies, measured once: gloo's
 # all-reduce between two processes (with their CPU time per call) and a copy sweep.
-if ! "$dlcal" run gloo --ranks 2 -o "$tmp/gloo.jsonl" >"$tmp/gloo.log" 2>&1; then
+if ! "$dlcal" run gloo --ranks 2 --cpu-cost -o "$tmp/gloo.jsonl" >"$tmp/gloo.log" 2>&1; then
   if grep -q "has no gloo" "$tmp/gloo.log"; then
     say "skipped: $(cat "$tmp/gloo.log")"
     exit 77
