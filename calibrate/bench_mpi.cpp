@@ -3,12 +3,9 @@
 #include <fmt/format.h>
 #include <mpi.h>
 #include <sched.h>
-
 #include <unistd.h>
-#include <Eigen/Core>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -140,12 +137,12 @@ class Runner {
 
  private:
   // The same inner-loop count on every rank: rank 0's estimate for `min_time_s`, broadcast.
-  long agree_inner(const std::function<void()>& call) {
+  long agree_inner(const std::function<void()>& call, double min_time_s) {
     const double t0 = now();
     call();
     double one = now() - t0;
     MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    long inner = std::max(1L, static_cast<long>(o_.min_time_s / std::max(one, 1e-9)));
+    long inner = std::max(1L, static_cast<long>(min_time_s / std::max(one, 1e-9)));
     inner = std::min(inner, 100000L);
     MPI_Bcast(&inner, 1, MPI_LONG, 0, MPI_COMM_WORLD);
     return inner;
@@ -154,7 +151,7 @@ class Runner {
   // Samples of `call` on every rank (they all take part), each the slowest rank's mean.
   std::vector<double> time_all(const std::function<void()>& call) {
     for (int i = 0; i < o_.warmup; ++i) call();
-    const long inner = agree_inner(call);
+    const long inner = agree_inner(call, o_.min_time_s);
     std::vector<double> samples;
     for (int s = 0; s < o_.iters; ++s) {
       MPI_Barrier(MPI_COMM_WORLD);
@@ -174,22 +171,13 @@ class Runner {
   // Also the call's own time beside the busy thread (the slowest rank's, median).
   std::pair<double, double> compute_taken(const std::function<void()>& call) {
     BusyThread busy;
-    const long inner = [&] {
-      const double t0 = now();
-      call();
-      double one = now() - t0;
-      MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      long n = std::max(1L, static_cast<long>(std::max(o_.min_time_s, 0.05) / std::max(one, 1e-9)));
-      n = std::min(n, 100000L);
-      MPI_Bcast(&n, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-      return n;
-    }();
+    const long inner = agree_inner(call, std::max(o_.min_time_s, kBesideLoopSeconds));
     std::vector<double> samples, beside;
     for (int s = 0; s < o_.iters; ++s) {
       MPI_Barrier(MPI_COMM_WORLD);
       const double a0 = now();
       const auto u0 = busy.units();
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::this_thread::sleep_for(std::chrono::duration<double>(kBesideLoopSeconds));
       const double rate = static_cast<double>(busy.units() - u0) / (now() - a0);
       MPI_Barrier(MPI_COMM_WORLD);
       const double t0 = now();
@@ -197,12 +185,12 @@ class Runner {
       for (long i = 0; i < inner; ++i) call();
       const double wall = now() - t0;
       const double done = static_cast<double>(busy.units() - c0);
-      double lost = rate > 0 ? std::max(0.0, wall - done / rate) / static_cast<double>(inner) : 0;
-      double per_call = wall / static_cast<double>(inner);
-      MPI_Allreduce(MPI_IN_PLACE, &lost, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      MPI_Allreduce(MPI_IN_PLACE, &per_call, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-      samples.push_back(lost);
-      beside.push_back(per_call);
+      // Per call: compute lost, and the call's own time; the slowest rank's of each.
+      double worst[2] = {rate > 0 ? std::max(0.0, wall - done / rate) : 0.0, wall};
+      for (double& w : worst) w /= static_cast<double>(inner);
+      MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      samples.push_back(worst[0]);
+      beside.push_back(worst[1]);
     }
     std::sort(samples.begin(), samples.end());
     std::sort(beside.begin(), beside.end());

@@ -14,6 +14,11 @@
 
 namespace dlsim::calibrate {
 
+// Least time (s) of the busy thread's rate measurement and of each loop of calls beside it:
+// many of the thread's units (about a millisecond each here), so their count is exact to a few
+// per cent.
+constexpr double kBesideLoopSeconds = 0.05;
+
 class BusyThread {
  public:
   BusyThread()

@@ -97,7 +97,8 @@ void rank_main(const GlooRunOptions& o, int rank, const std::string& store_path,
       // the slowest rank's time per call, median of the samples.
       BusyThread busy;
       const long loop = std::clamp(
-          static_cast<long>(std::max(o.min_time_s, 0.05) / std::max(one, 1e-9)), 1L, 100000L);
+          static_cast<long>(std::max(o.min_time_s, kBesideLoopSeconds) / std::max(one, 1e-9)), 1L,
+          100000L);
       std::vector<double> beside;
       for (int s = 0; s < o.iters; ++s) {
         pg.barrier()->wait();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "calibrate/fit.hpp"
@@ -59,6 +60,38 @@ AlphaBeta fit_cost(const std::vector<double>& bytes, const std::vector<double>& 
 
 std::string gbps(double bytes_per_s) { return q(fmt::format("{:.6g}GB/s", bytes_per_s / 1e9)); }
 std::string us(double s) { return q(fmt::format("{:.6g}us", s * 1e6)); }
+
+// How much later a call ended beside a busy compute thread than alone (`run mpi|gloo
+// --cpu-cost`: params.s_per_call_beside_compute less the median sample), s; none where not
+// measured.
+std::optional<double> wait_beside_compute(const Measurement& m) {
+  const auto b = m.params.find("s_per_call_beside_compute");
+  if (b == m.params.end() || m.samples_s.empty()) return std::nullopt;
+  return std::max(0.0, std::stod(b->second) - m.median_s());
+}
+
+// A library's `host_cpu` line: the compute a call takes, c0 + c1 S, and where measured the
+// call's own wait for the cores (docs/hardware-format.md).
+std::string host_cpu_line(const AlphaBeta& cpu, const std::optional<AlphaBeta>& wait) {
+  const auto per_byte = [](double s_per_byte) {
+    return q(fmt::format("{:.6g}ns", std::max(0.0, s_per_byte) * 1e9));
+  };
+  const std::string wait_keys =
+      wait ? fmt::format(", wait_per_call: {}, wait_per_byte: {}", us(std::max(0.0, wait->alpha)),
+                         per_byte(wait->beta))
+           : "";
+  return fmt::format("  host_cpu: {{per_call: {}, per_byte: {}{}}}\n", us(std::max(0.0, cpu.alpha)),
+                     per_byte(cpu.beta), wait_keys);
+}
+
+// The report line of a fitted wait: `call` names the call ("an MPI allreduce beside ...").
+std::string wait_report(const std::string& call, const AlphaBeta& wait) {
+  return fmt::format(
+      "{} ends {:.1f} us + {:.3f} ns/B later than alone (worst error {:.1f} %): the wait for a "
+      "core, where cores are shared",
+      call, std::max(0.0, wait.alpha) * 1e6, std::max(0.0, wait.beta) * 1e9,
+      wait.worst_relative_error * 100);
+}
 // Work and sizes must be positive in a profile: a curve already flat at the smallest size
 // measured gets the least value the format takes instead of 0.
 std::string gflops(double f) { return q(fmt::format("{:.6g}GFLOP", std::max(f, 1.0) / 1e9)); }
@@ -393,10 +426,9 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
           if (c == m.params.end()) continue;
           by_ranks[m.ranks].first.push_back(m.bytes);
           by_ranks[m.ranks].second.push_back(std::stod(c->second));
-          if (const auto b = m.params.find("s_per_call_beside_compute");
-              b != m.params.end() && !m.samples_s.empty()) {
+          if (const auto w = wait_beside_compute(m)) {
             waits[m.ranks].first.push_back(m.bytes);
-            waits[m.ranks].second.push_back(std::max(0.0, std::stod(b->second) - m.median_s()));
+            waits[m.ranks].second.push_back(*w);
           }
           const auto rc = m.params.find("rank_cores");
           const auto rn = m.params.find("ranks_per_node");
@@ -417,17 +449,11 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
                             "--cpu-cost measured it over {} ranks",
                             ranks)));
           lib += fmt::format("  source: {}\n", q("dlcalibrate fit of " + files));
-          std::string wait_keys;
           std::optional<AlphaBeta> wait;
           if (const auto w = waits.find(ranks); w != waits.end() && w->second.first.size() >= 2) {
             wait = fit_cost(w->second.first, w->second.second);
-            wait_keys = fmt::format(", wait_per_call: {}, wait_per_byte: {}",
-                                    us(std::max(0.0, wait->alpha)),
-                                    q(fmt::format("{:.6g}ns", std::max(0.0, wait->beta) * 1e9)));
           }
-          lib += fmt::format("  host_cpu: {{per_call: {}, per_byte: {}{}}}\n",
-                             us(std::max(0.0, cpu.alpha)),
-                             q(fmt::format("{:.6g}ns", std::max(0.0, cpu.beta) * 1e9)), wait_keys);
+          lib += host_cpu_line(cpu, wait);
           library_yaml = lib;
           out.report.push_back(fmt::format(
               "host CPU per MPI allreduce: {:.1f} us + {:.3f} ns/B taken from a busy compute "
@@ -436,11 +462,8 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
               std::max(0.0, cpu.alpha) * 1e6, std::max(0.0, cpu.beta) * 1e9,
               cpu.worst_relative_error * 100, points.first.size(), ranks));
           if (wait) {
-            out.report.push_back(fmt::format(
-                "an MPI allreduce beside a busy compute thread ends {:.1f} us + {:.3f} ns/B later "
-                "than alone (worst error {:.1f} %): the wait for a core, where cores are shared",
-                std::max(0.0, wait->alpha) * 1e6, std::max(0.0, wait->beta) * 1e9,
-                wait->worst_relative_error * 100));
+            out.report.push_back(
+                wait_report("an MPI allreduce beside a busy compute thread", *wait));
           }
           if (node_cores > 0) {
             host_fields.push_back(fmt::format("cores: {}", node_cores));
@@ -512,10 +535,9 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
       for (const auto& m : gloo) {
         if (m.ranks != n) continue;
         // The call's time beside a busy thread less its time alone (run gloo --cpu-cost).
-        if (const auto b = m.params.find("s_per_call_beside_compute");
-            b != m.params.end() && !m.samples_s.empty()) {
+        if (const auto w = wait_beside_compute(m)) {
           wait_size.push_back(m.bytes);
-          wait.push_back(std::max(0.0, std::stod(b->second) - m.median_s()));
+          wait.push_back(*w);
         }
         const auto c = m.params.find("cpu_s_per_call");
         if (c == m.params.end()) continue;
@@ -558,17 +580,7 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
                                          n)));
         lib += fmt::format("  source: {}\n", q("dlcalibrate fit of " + files));
         lib += "  link_efficiency: {nvlink: 1, pcie: 1}   # the links are measured rates\n";
-        if (cpu_fit) {
-          const std::string wait_keys =
-              wait_fit
-                  ? fmt::format(", wait_per_call: {}, wait_per_byte: {}",
-                                us(std::max(0.0, wait_fit->alpha)),
-                                q(fmt::format("{:.6g}ns", std::max(0.0, wait_fit->beta) * 1e9)))
-                  : "";
-          lib += fmt::format(
-              "  host_cpu: {{per_call: {}, per_byte: {}{}}}\n", us(std::max(0.0, cpu_fit->alpha)),
-              q(fmt::format("{:.6g}ns", std::max(0.0, cpu_fit->beta) * 1e9)), wait_keys);
-        }
+        if (cpu_fit) lib += host_cpu_line(*cpu_fit, wait_fit);
         library_yaml = lib;
         out.report.push_back(fmt::format(
             "node: {} ranks on {} cores of {}; between ranks gloo's ring (mpi library) over a "
@@ -585,12 +597,8 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
               cpu_fit->worst_relative_error * 100, size.size()));
         }
         if (cpu_fit && wait_fit) {
-          out.report.push_back(fmt::format(
-              "a gloo all-reduce beside a busy compute thread in each rank ends {:.1f} us + "
-              "{:.3f} ns/B later than alone (worst error {:.1f} %): the wait for a core, where "
-              "cores are shared",
-              std::max(0.0, wait_fit->alpha) * 1e6, std::max(0.0, wait_fit->beta) * 1e9,
-              wait_fit->worst_relative_error * 100));
+          out.report.push_back(wait_report(
+              "a gloo all-reduce beside a busy compute thread in each rank", *wait_fit));
         }
       }
     }

@@ -87,9 +87,7 @@ class ParameterServer : public CollectiveAlgorithm {
         pull.transfers.push_back(out);
       }
       auto& d = device[sv.vertex];
-      // Applied push by push (PsOptions::apply_each): W updates, each reading the variable and
-      // one gradient and writing the variable.
-      d.first += req.ps.apply_each ? W * reduce_traffic(sv.bytes) : reduce_traffic(sv.bytes, W);
+      d.first += ps_server_traffic(req.ps.apply_each, sv.bytes, W);
       d.second = sv.memory;
     }
     double worst = -1;
@@ -115,13 +113,13 @@ class ParameterServer : public CollectiveAlgorithm {
     c.algorithm = "ps";
     c.channels = req.ps.servers;
     schedule_cost(*this, req, comm, c);
-    if (req.ps.aggregation == PsAggregation::kNone) {
-      c.formula = "2(a + max(S, W S_s) B) + sum over a device's servers of (W+2) S_s / M_d";
-    } else if (req.ps.apply_each) {
-      c.formula = "2(a + g S B_n) + (g+2) S / M_h + 2(a + max(S, N S_s) B) + sum_d 3 N S_s / M_d";
-    } else {
-      c.formula = "2(a + g S B_n) + (g+2) S / M_h + 2(a + max(S, N S_s) B) + sum_d (N+2) S_s / M_d";
-    }
+    const char* server = req.ps.apply_each ? "3 N S_s" : "(N+2) S_s";
+    c.formula =
+        req.ps.aggregation != PsAggregation::kNone
+            ? fmt::format(
+                  "2(a + g S B_n) + (g+2) S / M_h + 2(a + max(S, N S_s) B) + sum_d {} / M_d",
+                  server)
+            : "2(a + max(S, W S_s) B) + sum over a device's servers of (W+2) S_s / M_d";
     c.why = fmt::format("{} parameter server(s), {}, summing on the {}", req.ps.servers,
                         req.ps.colocated ? "colocated" : "dedicated",
                         req.ps.on_gpu ? "GPU" : "host CPU");

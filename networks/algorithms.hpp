@@ -53,6 +53,7 @@ Schedule shifts_schedule(const CollectiveRequest& req, const Communicator& comm)
 
 // Memory bandwidth of the GPUs doing reductions (the job's first GPU type).
 Bandwidth gpu_memory_bandwidth(const Communicator& comm);
+using networks::ps_server_traffic;
 using networks::reduce_traffic;
 
 // A point-to-point schedule's cost: `c.time` the closed form of `algo`'s schedule for `req`,

@@ -128,6 +128,11 @@ Seconds closed_form_time(const Communicator& comm, const Schedule& schedule);
 // Memory traffic of reducing `operands` received buffers of `bytes` into a local one: each
 // operand read, the local buffer read and the result written.
 constexpr double reduce_traffic(double bytes, int operands = 1) { return (operands + 2) * bytes; }
+// A server's memory traffic for a shard of `shard` bytes pushed by `pushers`: one sum of all the
+// pushes, (W + 2) S_s, or W applies of one push each, 3 W S_s (PsOptions::apply_each).
+constexpr double ps_server_traffic(bool apply_each, double shard, int pushers) {
+  return apply_each ? pushers * reduce_traffic(shard) : reduce_traffic(shard, pushers);
+}
 
 // A parameter server of an exchange: the vertex that sums (a host's CPU or a GPU), the
 // bandwidth of the memory it sums in, and the bytes of the exchange it holds.

@@ -53,9 +53,8 @@ class PsQueues {
     const bool local = group.ps.aggregation != networks::PsAggregation::kNone;
     const int pushers = local ? static_cast<int>(nodes.size()) : setup_.comm.size();
     for (const auto& sv : networks::ps_servers(req, setup_.comm)) {
-      const double traffic = group.ps.apply_each ? pushers * networks::reduce_traffic(sv.bytes)
-                                                 : networks::reduce_traffic(sv.bytes, pushers);
-      add(links_ + static_cast<std::size_t>(sv.vertex), traffic / sv.memory.value());
+      add(links_ + static_cast<std::size_t>(sv.vertex),
+          networks::ps_server_traffic(group.ps.apply_each, sv.bytes, pushers) / sv.memory.value());
     }
     if (local) {
       for (const auto& ranks : nodes) {
