@@ -40,17 +40,6 @@ bool all_of_chars(std::string_view text, std::string_view extra) {
   });
 }
 
-// A value that goes into an #SBATCH line: sbatch reads those lines itself (no shell), so the
-// value must be one word of harmless characters rather than quoted.
-void check_sbatch_value(const char* flag, const std::string& value, std::string_view extra,
-                        const char* what) {
-  if (value.empty()) fail_at({}, flag, "must not be empty");
-  if (!all_of_chars(value, extra)) {
-    fail_at({}, flag,
-            fmt::format("'{}' is not a valid {}: use letters, digits and {}", value, what, extra));
-  }
-}
-
 std::string trim(std::string_view s) {
   const auto b = s.find_first_not_of(" \t\r\n");
   if (b == std::string_view::npos) return {};
@@ -76,15 +65,6 @@ std::string one_line(std::string_view text) {
       if (line.rfind(prefix, 0) == 0) line.erase(0, std::strlen(prefix));
     }
     out += (out.empty() ? "" : "; ") + line;
-  }
-  return out;
-}
-
-// Comments of the script carry the command line: no control character may end the line.
-std::string comment_safe(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   }
   return out;
 }
@@ -135,6 +115,24 @@ bool is_slurm_time(std::string_view text) {
     if (field.size() > 9) return false;
   }
   return true;
+}
+
+std::string comment_safe(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return out;
+}
+
+void check_sbatch_value(const char* flag, const std::string& value, std::string_view extra,
+                        const char* what) {
+  if (value.empty()) fail_at({}, flag, "must not be empty");
+  if (!all_of_chars(value, extra)) {
+    fail_at({}, flag,
+            fmt::format("'{}' is not a valid {}: use letters, digits and {}", comment_safe(value),
+                        what, extra));
+  }
 }
 
 void validate_slurm_options(const SlurmOptions& o) {

@@ -47,6 +47,16 @@ struct SlurmOptions {
 // the job's directory or its nodes.txt is missing.
 std::vector<std::string> nodes_of_job(const std::string& output_dir, const std::string& job_id);
 
+// A value that goes into an #SBATCH line: sbatch reads those lines itself (no shell), so it
+// must be one non-empty word of letters, digits and `extra`; otherwise an InputError naming
+// `flag` and calling the value a `what`.
+void check_sbatch_value(const char* flag, const std::string& value, std::string_view extra,
+                        const char* what);
+
+// `text` with every control character written as '?': safe in a script's comment or an error
+// line.
+std::string comment_safe(std::string_view text);
+
 // Throws InputError naming the flag ("--nodes: ...") for the first bad value.
 void validate_slurm_options(const SlurmOptions& options);
 

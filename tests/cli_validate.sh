@@ -138,5 +138,39 @@ expect_failure "'cases[0].predict.partition': must be positive" --data "$tp" \
 expect_failure "--max-median-error: must be a finite number in [0, 1e+06], got '-1'" --data "$tp" --cases "$tf" --max-median-error -1
 expect_failure "--max-p90-error: must be a finite number in [0, 1e+06], got 'nan'" --data "$tp" --cases "$tf" --max-p90-error nan
 
+# dlvalidate launch: bad input gives one line and exit 2, and no script file.
+launch_failure() {  # launch_failure "substring" args...
+  local want=$1
+  shift
+  rm -f "$tmp/job.sbatch"
+  "$dlval" launch "$@" --script-out "$tmp/job.sbatch" >"$tmp/stdout" 2>"$tmp/stderr"
+  local rc=$?
+  if [ "$rc" -ne 2 ] || [ "$(wc -l <"$tmp/stderr")" -ne 1 ] || ! grep -qF -- "$want" "$tmp/stderr" ||
+     [ -e "$tmp/job.sbatch" ]; then
+    fail "dlvalidate launch $* (exit $rc)"
+    echo "  wanted: $want"
+    sed 's/^/  got:    /' "$tmp/stderr"
+  fi
+}
+launch_failure "--partition: 'gpu;reboot' is not a valid partition name" --partition 'gpu;reboot'
+launch_failure "--job-name: 'a\$(id)' is not a valid job name" --job-name 'a$(id)'
+launch_failure "--framework: unknown framework 'pytorch'" --framework pytorch
+launch_failure "--nodes: must be at least 1 (got 0)" --nodes 0
+launch_failure "--batch: must be at least 1 (got -8)" --batch=-8
+launch_failure "--ps-servers: must be at least 1 (got 0)" --framework tf-ps --ps-servers 0
+launch_failure "--model: the mxnet-ps benchmark has no model 'bert_base'" --framework mxnet-ps \
+  --model bert_base
+launch_failure "--script: keras-mwms has no standard benchmark" --framework keras-mwms
+launch_failure "--fusion-threshold: " --framework horovod-pytorch --fusion-threshold 64
+launch_failure "--time: '1h' is not a Slurm time limit" --time 1h
+launch_failure "--collect: cannot read the launch manifest" --collect "$tmp/none.launch.json"
+# A dry run's script is one that bash accepts.
+"$dlval" launch --framework pytorch-ddp,horovod-pytorch,tf-ps,mxnet-ps --nodes 1,2 --batch 32 \
+  --gpus-per-node 4 --ps-servers 2 --script-out "$tmp/sweep.sbatch" ||
+  fail "dlvalidate launch --dry-run of a sweep"
+bash -n "$tmp/sweep.sbatch" || fail "the sweep's scripts do not parse"
+[ "$(grep -c '^#SBATCH --array=0-1$' "$tmp/sweep.sbatch")" -eq 4 ] ||
+  fail "the sweep is not four job arrays of two runs"
+
 [ "$failures" -eq 0 ] && echo "cli_validate: ok"
 [ "$failures" -eq 0 ]

@@ -13,6 +13,7 @@
 #include "common/output.hpp"
 #include "common/version.hpp"
 #include "validate/import_commands.hpp"
+#include "validate/launch_commands.hpp"
 #include "validate/published.hpp"
 #include "validate/replay_commands.hpp"
 #include "validate/report_plots.hpp"
@@ -127,6 +128,7 @@ int main(int argc, char** argv) {
   add_published(app, command_line(argc, argv));
   dlsim::validate::add_replay_command(app, command_line(argc, argv));
   dlsim::validate::add_import_commands(app);
+  dlsim::validate::add_launch_command(app, command_line(argc, argv));
   const int rc = dlsim::run_cli(app, argc, argv, "dlvalidate");
   return rc == 0 && gate_failures > 0 ? 1 : rc;
 }

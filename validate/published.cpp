@@ -197,6 +197,12 @@ CaseFile read_cases(const std::string& path) {
         p.child("cycle_time").fail("must be positive");
       }
     }
+    if (p.has("bucket_cap")) {
+      o.framework_options.bucket_cap = quantity("bucket_cap", parse_bytes);
+      if (!(o.framework_options.bucket_cap->value() > 0)) {
+        p.child("bucket_cap").fail("must be positive");
+      }
+    }
     if (p.has("mode")) o.framework_options.mode = p.get<std::string>("mode");
     if (p.has("overlap")) o.overlap = p.get<bool>("overlap");
     if (p.has("partition")) {

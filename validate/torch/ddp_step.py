@@ -44,38 +44,52 @@ def cpu_model():
     return platform.processor() or "unknown"
 
 
-def run(rank, args, init_file, queue):
-    torch.set_num_threads(args.threads)
+def run(rank, args, init_method, queue, local_rank=0):
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed + rank)
-    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank,
+    dist.init_process_group(args.backend, init_method=init_method, rank=rank,
                             world_size=args.ranks)
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
     kwargs = {"aux_logits": False, "init_weights": True} if args.model == "googlenet" else {}
-    model = getattr(torchvision.models, args.model)(weights=None, **kwargs).train()
+    model = getattr(torchvision.models, args.model)(weights=None, **kwargs).train().to(device)
     if args.ranks > 1:
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[local_rank] if args.device == "cuda" else None)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     side = MODELS[args.model]
-    data = torch.randn(args.batch, 3, side, side)
-    target = torch.randint(0, 1000, (args.batch,))
+    data = torch.randn(args.batch, 3, side, side, device=device)
+    target = torch.randint(0, 1000, (args.batch,), device=device)
     times, local = [], []
     paired = args.paired and args.ranks > 1
     for i in range(args.warmup + args.steps * (2 if paired else 1)):
         # --paired: every other step under DDP's no_sync(), the same step without the gradient
         # exchange, so both kinds see the same machine at the same time.
         exchange = not paired or (i - args.warmup) % 2 == 0
+        sync(args)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with contextlib.nullcontext() if exchange else model.no_sync():
             loss = loss_fn(model(data), target)
             loss.backward()
         opt.step()
+        sync(args)
         if i >= args.warmup:
             (times if exchange else local).append(time.perf_counter() - t0)
-    if rank == 0:
+    if rank == 0 and queue is not None:
         queue.put((times, local))
     dist.barrier()
     dist.destroy_process_group()
+    return times, local
+
+
+def sync(args):
+    if args.device == "cuda":
+        torch.cuda.synchronize()
 
 
 def main():
@@ -83,35 +97,65 @@ def main():
     p.add_argument("--model", required=True, choices=sorted(MODELS))
     p.add_argument("--batch", type=int, default=8, help="samples per rank")
     p.add_argument("--ranks", type=int, default=1)
-    p.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")
+    p.add_argument("--threads", type=int, default=None,
+                   help="intra-op threads per rank (default 1; with --launched, PyTorch's own)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cuda: rank r runs on GPU LOCAL_RANK (with --launched)")
+    p.add_argument("--backend", choices=("gloo", "nccl", "mpi"), default=None,
+                   help="torch.distributed backend (default: nccl on cuda, gloo on cpu)")
+    p.add_argument("--launched", action="store_true",
+                   help="one rank of a job started by srun or torchrun: RANK, WORLD_SIZE, "
+                        "LOCAL_RANK, MASTER_ADDR and MASTER_PORT come from the environment "
+                        "(dlvalidate launch, docs/launch.md); rank 0 prints the JSON")
     p.add_argument("--paired", action="store_true",
                    help="with 2+ ranks, alternate each timed step with one under no_sync() (no "
                         "gradient exchange): --steps of each")
     args = p.parse_args()
-    for name in ("batch", "ranks", "threads", "steps"):
+    if args.threads is None:
+        args.threads = 0 if args.launched else 1
+    elif args.threads < 1:
+        print("ddp_step.py: --threads must be at least 1", file=sys.stderr)
+        return 2
+    for name in ("batch", "ranks", "steps"):
         if getattr(args, name) < 1:
             print(f"ddp_step.py: --{name} must be at least 1", file=sys.stderr)
             return 2
     if args.warmup < 0:
         print("ddp_step.py: --warmup must not be negative", file=sys.stderr)
         return 2
-    ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
-    with tempfile.TemporaryDirectory() as d:
-        init_file = os.path.join(d, "init")
-        procs = [ctx.Process(target=run, args=(r, args, init_file, queue))
-                 for r in range(args.ranks)]
-        for proc in procs:
-            proc.start()
-        times, local = queue.get()
-        for proc in procs:
-            proc.join()
-        if any(proc.exitcode != 0 for proc in procs):
-            print("ddp_step.py: a rank failed", file=sys.stderr)
-            return 1
+    if args.backend is None:
+        args.backend = "nccl" if args.device == "cuda" else "gloo"
+    if args.launched:
+        try:
+            rank = int(os.environ["RANK"])
+            args.ranks = int(os.environ["WORLD_SIZE"])
+            local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+            os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]
+        except (KeyError, ValueError) as e:
+            print(f"ddp_step.py: --launched needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT "
+                  f"({e})", file=sys.stderr)
+            return 2
+        times, local = run(rank, args, "env://", None, local_rank)
+        if rank != 0:
+            return 0
+    else:
+        ctx = mp.get_context("spawn")
+        queue = ctx.SimpleQueue()
+        with tempfile.TemporaryDirectory() as d:
+            init_file = "file://" + os.path.join(d, "init")
+            procs = [ctx.Process(target=run, args=(r, args, init_file, queue))
+                     for r in range(args.ranks)]
+            for proc in procs:
+                proc.start()
+            times, local = queue.get()
+            for proc in procs:
+                proc.join()
+            if any(proc.exitcode != 0 for proc in procs):
+                print("ddp_step.py: a rank failed", file=sys.stderr)
+                return 1
     mean = sum(times) / len(times)
     extra = {}
     if local:
@@ -122,7 +166,8 @@ def main():
                  "paired_efficiency": statistics.median(local) / statistics.median(times)}
     print(json.dumps({
         "kind": "pytorch-ddp-step", "model": args.model, "batch_per_rank": args.batch,
-        "ranks": args.ranks, "threads_per_rank": args.threads, "backend": "gloo",
+        "ranks": args.ranks, "threads_per_rank": args.threads or torch.get_num_threads(), "backend": args.backend,
+        "device": args.device,
         "optimizer": "sgd momentum 0.9", "warmup_steps": args.warmup, "step_times_s": times,
         "step_s": mean, "samples_per_s": args.batch * args.ranks / mean,
         "torch": torch.__version__, "torchvision": torchvision.__version__, "cpu": cpu_model(),

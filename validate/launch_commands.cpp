@@ -1,0 +1,421 @@
+#include "validate/launch_commands.hpp"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "calibrate/slurm.hpp"
+#include "common/cli.hpp"
+#include "common/error.hpp"
+#include "common/output.hpp"
+#include "common/units.hpp"
+#include "validate/launch.hpp"
+#include "validate/readers.hpp"
+
+namespace dlsim::validate {
+namespace {
+
+namespace fs = std::filesystem;
+using calibrate::comment_safe;
+
+template <class T, class Parse>
+std::vector<T> parse_list(const std::string& text, const char* flag, Parse parse) {
+  std::vector<T> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.empty()) fail_at({}, flag, fmt::format("empty item in '{}'", text));
+    out.push_back(parse(item));
+  }
+  if (out.empty()) fail_at({}, flag, "must not be empty");
+  return out;
+}
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+nlohmann::json read_manifest(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail_at({path, 0, 0}, "--collect", "cannot read the launch manifest");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail_at({path, 0, 0}, "--collect", fmt::format("not JSON: {}", e.what()));
+  }
+  if (!j.is_object() || j.value("kind", "") != "dlsim-launch" || !j.contains("points")) {
+    fail_at({path, 0, 0}, "kind", "not a dlvalidate launch manifest");
+  }
+  return j;
+}
+
+// The options a manifest records, for the rows and the prediction of its points.
+LaunchOptions options_of(const nlohmann::json& m) {
+  LaunchOptions o;
+  o.model = m.at("model").get<std::string>();
+  o.gpus_per_node = m.at("gpus_per_node").get<int>();
+  o.ranks_per_node = m.at("ranks_per_node").get<int>();
+  o.threads_per_rank = m.at("threads_per_rank").get<int>();
+  o.steps = m.at("steps").get<int>();
+  o.warmup_steps = m.at("warmup_steps").get<int>();
+  o.job_name = m.at("job_name").get<std::string>();
+  o.output_dir = m.at("output_dir").get<std::string>();
+  o.command_line = m.at("command_line").get<std::string>();
+  const auto& k = m.at("knobs");
+  if (k.contains("fusion_threshold_bytes"))
+    o.knobs.fusion_threshold = Bytes{k["fusion_threshold_bytes"].get<double>()};
+  if (k.contains("cycle_time_s")) o.knobs.cycle_time = Seconds{k["cycle_time_s"].get<double>()};
+  if (k.contains("bucket_cap_bytes"))
+    o.knobs.bucket_cap = Bytes{k["bucket_cap_bytes"].get<double>()};
+  if (k.contains("ps_servers")) o.knobs.ps_servers = k["ps_servers"].get<int>();
+  if (k.contains("ps_placement"))
+    o.knobs.ps_colocated = k["ps_placement"].get<std::string>() == "colocated";
+  if (k.contains("mode")) o.knobs.mode = k["mode"].get<std::string>();
+  return o;
+}
+
+struct Collected {
+  LaunchOptions options;  // of the last manifest (one sweep shares them)
+  std::vector<LaunchResult> results;
+  std::vector<std::string> failures;  // one line each
+};
+
+Collected collect(const std::vector<std::string>& manifests,
+                  const std::map<std::string, std::string>& states) {
+  Collected c;
+  for (const auto& path : manifests) {
+    const auto m = read_manifest(path);
+    try {
+      c.options = options_of(m);
+    } catch (const nlohmann::json::exception& e) {
+      fail_at({path, 0, 0}, "", fmt::format("incomplete launch manifest: {}", e.what()));
+    }
+    const std::string job = m.value("job_id", "");
+    for (const auto& p : m.at("points")) {
+      LaunchResult r;
+      r.job_id = p.at("job_id").get<std::string>();
+      r.log = p.at("log").get<std::string>();
+      const auto f = parse_launch_framework(p.at("framework").get<std::string>());
+      if (!f) fail_at({path, 0, 0}, "framework", "unknown framework in the manifest");
+      r.point.framework = *f;
+      r.point.nodes = p.at("nodes").get<int>();
+      r.point.batch = p.at("batch_per_gpu").get<std::int64_t>();
+      r.point.alloc_nodes = p.at("alloc_nodes").get<int>();
+      r.point.tasks_per_node = p.at("tasks_per_node").get<int>();
+      r.point.ranks_per_node =
+          c.options.gpus_per_node > 0 ? c.options.gpus_per_node : c.options.ranks_per_node;
+      try {
+        r.samples_per_s =
+            read_launched_throughput(r.log, r.point.nodes, c.options.warmup_steps, &r.format);
+        c.results.push_back(r);
+      } catch (const InputError& e) {
+        const auto s = states.find(job);
+        c.failures.push_back(
+            fmt::format("job {}{}: {}", r.job_id,
+                        s == states.end() ? "" : fmt::format(" (Slurm: {})", s->second), e.what()));
+      }
+    }
+  }
+  return c;
+}
+
+// Appends `rows` to the CSV at `path` (made with the header when missing), in one write.
+void append_rows(const std::string& path, const std::vector<Row>& rows) {
+  std::vector<Row> all;
+  if (fs::exists(path)) {
+    const auto t = read_table(path);
+    if (t.columns != throughput_columns()) {
+      fail_at({path, 1, 0}, "--results", "not a throughput.csv (its columns differ)");
+    }
+    all = t.rows;
+  }
+  all.insert(all.end(), rows.begin(), rows.end());
+  dlsim::write_output(path, write_csv(throughput_columns(), all));
+}
+
+void report(const Collected& c, const std::string& results_path, const std::string& cluster,
+            const std::string& cases_out, const std::string& source_id) {
+  if (c.results.empty()) return;
+  std::vector<Row> rows;
+  for (const auto& r : c.results) rows.push_back(launch_row(c.options, r, source_id));
+  std::cout << fmt::format("# {:<20} {:>5} {:>6} {:>6} {:>14} {:>14} {:>8}\n", "framework", "nodes",
+                           "ranks", "batch", "measured", "predicted", "error");
+  std::cout << fmt::format("# {:<20} {:>5} {:>6} {:>6} {:>14} {:>14} {:>8}\n", "", "", "", "",
+                           "(samples/s)", "(samples/s)", "(%)");
+  // The comparison goes through the same cases reader and compare() as `published`.
+  std::vector<Comparison> comparisons;
+  const std::string table_name =
+      results_path.empty() ? source_id : fs::path(results_path).stem().string();
+  if (!cluster.empty()) {
+    const auto yaml = launch_cases_yaml(c.options, c.results, source_id, cluster);
+    const std::string yaml_path =
+        cases_out.empty()
+            ? (fs::temp_directory_path() / fmt::format("dlsim-launch-{}.yaml", ::getpid())).string()
+            : cases_out;
+    std::string text = yaml;
+    const auto data_line = "    data: " + source_id + "\n";
+    for (auto at = text.find(data_line); at != std::string::npos;
+         at = text.find(data_line, at + 1)) {
+      text.replace(at, data_line.size(), "    data: " + table_name + "\n");
+    }
+    dlsim::write_output(yaml_path, text);
+    Table t;
+    t.name = table_name;
+    t.path = results_path.empty() ? "(launched runs)" : results_path;
+    t.columns = throughput_columns();
+    t.rows = rows;
+    for (std::size_t i = 0; i < rows.size(); ++i) t.lines.push_back(static_cast<int>(i) + 2);
+    try {
+      comparisons = compare({t}, read_cases(yaml_path));
+    } catch (...) {
+      if (cases_out.empty()) fs::remove(yaml_path);
+      throw;
+    }
+    if (cases_out.empty()) fs::remove(yaml_path);
+  }
+  for (std::size_t i = 0; i < c.results.size(); ++i) {
+    const auto& r = c.results[i];
+    std::string predicted = "-", error = "-";
+    for (const auto& cmp : comparisons) {
+      if (cmp.line == static_cast<int>(i) + 2) {
+        predicted = fmt::format("{:.1f}", cmp.predicted);
+        error = fmt::format("{:+.1f}", 100 * cmp.error);
+      }
+    }
+    std::cout << fmt::format("  {:<20} {:>5} {:>6} {:>6} {:>14.1f} {:>14} {:>8}\n",
+                             to_string(r.point.framework), r.point.nodes, r.point.ranks(),
+                             r.point.batch, r.samples_per_s, predicted, error);
+  }
+  if (!comparisons.empty()) {
+    const auto s = summarize(comparisons);
+    std::cout << fmt::format("# median |error| {:.1f} %, worst {:.1f} % over {} run(s)\n",
+                             100 * s.back().median_abs, 100 * s.back().worst_abs, s.back().count);
+  }
+  if (!results_path.empty()) append_rows(results_path, rows);
+}
+
+void add_launch(CLI::App& app, const std::string& command_line) {
+  auto* c = app.add_subcommand(
+      "launch",
+      "Write the sbatch script of a training run (or a sweep) as sites run each framework; "
+      "submit it, wait, and compare what it measured with dlsim's prediction");
+  struct Opt {
+    LaunchOptions o;
+    std::string frameworks = "pytorch-ddp", nodes = "1", batches = "32", script_args;
+    std::string fusion, cycle, bucket, placement, ps_device, cluster, results, cases_out;
+    std::string report_dir, source_id, script_out;
+    std::optional<int> ps_servers;
+    std::vector<std::string> collect_manifests;
+    bool dry_run = false, submit = false, wait = false, parsable = false, predict = false;
+    bool shared = false;
+    double poll_s = 5;
+  };
+  auto opt = std::make_shared<Opt>();
+  auto& o = opt->o;
+  o.command_line = command_line;
+  c->add_option(
+      "--framework", opt->frameworks, "Frameworks, comma-separated: " + [] {
+        std::string s;
+        for (const auto& n : launch_framework_names()) s += (s.empty() ? "" : ", ") + n;
+        return s;
+      }());
+  c->add_option("--model", o.model, "Model (a dlsim zoo name)");
+  c->add_option("--nodes", opt->nodes, "Worker node counts, comma-separated (a sweep)");
+  c->add_option("--batch", opt->batches, "Batches per GPU (per rank on CPUs), comma-separated");
+  c->add_option("--gpus-per-node", o.gpus_per_node, "GPUs per node (0: CPU ranks)");
+  c->add_option("--ranks-per-node", o.ranks_per_node, "CPU ranks per node (without GPUs)");
+  c->add_option("--threads", o.threads_per_rank,
+                "Intra-op threads per rank (OMP_NUM_THREADS, --cpus-per-task); 0: default");
+  c->add_option("--script", o.script,
+                "The training script (default: the framework's benchmark, docs/launch.md)");
+  c->add_option("--script-args", opt->script_args,
+                "The script's arguments, split at spaces (each is quoted)");
+  c->add_option("--python", o.python, "The Python the nodes run");
+  c->add_option("--steps", o.steps, "Timed steps");
+  c->add_option("--warmup", o.warmup_steps, "Warm-up steps");
+  c->add_option("--backend", o.torch_backend,
+                "pytorch-ddp: nccl, gloo or mpi (default nccl with GPUs, gloo without)");
+  c->add_option("--torch-launcher", o.torch_launcher,
+                "pytorch-ddp: srun (a task per rank) or torchrun (a task per node)");
+  c->add_option("--fusion-threshold", opt->fusion, "Horovod fusion buffer (e.g. 64MiB)");
+  c->add_option("--cycle-time", opt->cycle, "Horovod cycle time (e.g. 5ms)");
+  c->add_option("--bucket-cap", opt->bucket, "pytorch-ddp bucket size (e.g. 25MiB)");
+  c->add_option("--ps-servers", opt->ps_servers, "Parameter servers (tf-ps, mxnet-ps)");
+  c->add_option("--ps-placement", opt->placement, "colocated (on worker nodes) or dedicated");
+  c->add_option("--ps-device", opt->ps_device, "tf-ps: variables on the cpu or a gpu");
+  c->add_option("--mode", o.knobs.mode, "tf-ps: parameter_server or distributed_replicated");
+  c->add_option("--nccl-algo", o.nccl_algo, "NCCL_ALGO (e.g. Ring, Tree)");
+  c->add_option("--socket-ifname", o.gloo_socket_ifname,
+                "Interface for gloo and ps-lite (GLOO_SOCKET_IFNAME, DMLC_INTERFACE)");
+  c->add_option("--nccl-socket-ifname", o.nccl_socket_ifname, "NCCL_SOCKET_IFNAME");
+  c->add_option("--ib-hca", o.nccl_ib_hca, "NCCL_IB_HCA (e.g. mlx5_0,mlx5_1)");
+  c->add_option("--master-port", o.master_port, "pytorch-ddp rendezvous port");
+  c->add_option("--partition", o.partition, "Slurm partition");
+  c->add_option("--account", o.account, "Slurm account");
+  c->add_option("--constraint", o.constraint, "Node features (sbatch --constraint)");
+  c->add_option("--time", o.time, "Time limit of each job: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S");
+  c->add_option("--job-name", o.job_name, "Job name");
+  c->add_option("--output-dir", o.output_dir,
+                "Where jobs write their logs, scripts and manifests (shared by the nodes)");
+  c->add_flag("--shared", opt->shared, "Do not ask for the nodes exclusively");
+  c->add_option("--script-out", opt->script_out,
+                "With --dry-run: write the script(s) here instead of stdout");
+  auto* dry = c->add_flag("--dry-run", opt->dry_run, "Print the scripts, submit nothing (default)");
+  auto* submit = c->add_flag("--submit", opt->submit, "Submit with sbatch");
+  auto* collect_opt = c->add_option("--collect", opt->collect_manifests,
+                                    "Collect finished jobs from their manifests "
+                                    "(<output dir>/<job id>.launch.json) instead of submitting");
+  dry->excludes(submit);
+  collect_opt->excludes(submit)->excludes(dry);
+  c->add_flag("--wait", opt->wait, "With --submit: wait for the jobs, then collect them")
+      ->needs(submit);
+  c->add_flag("--parsable", opt->parsable, "With --submit: print only the job ids")->needs(submit);
+  c->add_option("--poll", opt->poll_s, "Seconds between squeue polls with --wait")
+      ->check(dlsim::finite_in(0.01, 86400));
+  c->add_flag("--predict", opt->predict,
+              "Print dlsim's prediction of each run first (needs --cluster)");
+  c->add_option("--cluster", opt->cluster,
+                "The cluster (preset or calibrated profile) that predicts the runs");
+  c->add_option("--results", opt->results,
+                "Append the measured rows to this throughput.csv (columns of "
+                "../shared/validation)");
+  c->add_option("--cases-out", opt->cases_out,
+                "Write the cases file that maps the rows to predictions (for dlvalidate "
+                "published)");
+  c->add_option("--source-id", opt->source_id, "The rows' source_id (default: launch-<job id>)");
+  c->callback([opt, &o] {
+    o.frameworks =
+        parse_list<LaunchFramework>(opt->frameworks, "--framework", [](const std::string& s) {
+          const auto f = parse_launch_framework(s);
+          if (!f) {
+            fail_at({}, "--framework",
+                    fmt::format("unknown framework '{}'{}", comment_safe(s),
+                                did_you_mean(s, launch_framework_names())));
+          }
+          return *f;
+        });
+    o.nodes = parse_list<int>(opt->nodes, "--nodes", [](const std::string& s) {
+      return static_cast<int>(dlsim::parse_int_flag(s, "--nodes", -1000000, 1 << 20));
+    });
+    o.batches = parse_list<std::int64_t>(opt->batches, "--batch", [](const std::string& s) {
+      return static_cast<std::int64_t>(dlsim::parse_int_flag(s, "--batch", -1000000, 1 << 24));
+    });
+    o.script_args = split_words(opt->script_args);
+    o.exclusive = !opt->shared;
+    if (!opt->fusion.empty()) {
+      o.knobs.fusion_threshold = parse_flag(opt->fusion, "--fusion-threshold", parse_bytes);
+    }
+    if (!opt->cycle.empty())
+      o.knobs.cycle_time = parse_flag(opt->cycle, "--cycle-time", parse_seconds);
+    if (!opt->bucket.empty())
+      o.knobs.bucket_cap = parse_flag(opt->bucket, "--bucket-cap", parse_bytes);
+    if (opt->ps_servers) o.knobs.ps_servers = *opt->ps_servers;
+    if (!opt->placement.empty()) {
+      if (opt->placement != "colocated" && opt->placement != "dedicated") {
+        fail_at({}, "--ps-placement",
+                fmt::format("'{}' is not colocated or dedicated", comment_safe(opt->placement)));
+      }
+      o.knobs.ps_colocated = opt->placement == "colocated";
+    }
+    if (!opt->ps_device.empty()) {
+      if (opt->ps_device != "cpu" && opt->ps_device != "gpu") {
+        fail_at({}, "--ps-device",
+                fmt::format("'{}' is not cpu or gpu", comment_safe(opt->ps_device)));
+      }
+      o.knobs.ps_on_gpu = opt->ps_device == "gpu";
+    }
+    if (opt->predict && opt->cluster.empty()) fail_at({}, "--predict", "needs --cluster");
+
+    if (!opt->collect_manifests.empty()) {
+      const auto got = collect(opt->collect_manifests, {});
+      report(got, opt->results, opt->cluster, opt->cases_out,
+             opt->source_id.empty() ? "launch" : opt->source_id);
+      if (!got.failures.empty()) {
+        for (std::size_t i = 0; i + 1 < got.failures.size(); ++i) {
+          std::cerr << "dlvalidate: error: " << got.failures[i] << "\n";
+        }
+        throw InputError(got.failures.back());
+      }
+      return;
+    }
+
+    const auto jobs = plan_launch(o);  // validates: nothing is written or submitted before
+    if (opt->predict) {
+      for (const auto& j : jobs) {
+        for (const auto& p : j.points) {
+          const auto pred = simulator::predict(predict_options(o, p, opt->cluster));
+          std::cout << fmt::format(
+              "# predicted: {} {} batch {} on {} node(s), {} rank(s): {:.1f} samples/s, step "
+              "{:.1f} ms, scaling efficiency {:.1f} %\n",
+              to_string(p.framework), o.model, p.batch, p.nodes, p.ranks(), pred.throughput,
+              pred.step_time_s * 1e3, pred.scaling_efficiency * 100);
+        }
+      }
+    }
+    if (!opt->submit) {
+      std::string all;
+      for (const auto& j : jobs) all += j.script + (jobs.size() > 1 ? "\n" : "");
+      dlsim::write_output(opt->script_out.empty() ? "-" : opt->script_out, all);
+      return;
+    }
+    if (!o.script.empty() && !fs::exists(o.script)) {
+      fail_at({}, "--script", fmt::format("'{}' does not exist", comment_safe(o.script)));
+    }
+    std::error_code ec;
+    fs::create_directories(o.output_dir, ec);
+    if (ec) {
+      fail_at({}, "--output-dir",
+              fmt::format("cannot create '{}': {}", comment_safe(o.output_dir), ec.message()));
+    }
+    std::vector<std::string> manifests, ids;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      const auto tmp = fs::path(o.output_dir) / fmt::format(".launch-{}-{}.sbatch", ::getpid(), i);
+      dlsim::write_output(tmp.string(), jobs[i].script);
+      const std::string id = calibrate::submit_sbatch(tmp.string());
+      const auto script = fs::path(o.output_dir) / (id + ".sbatch");
+      fs::rename(tmp, script, ec);
+      const auto manifest = fs::path(o.output_dir) / (id + ".launch.json");
+      dlsim::write_output(
+          manifest.string(),
+          launch_manifest(o, jobs[i], id, fs::absolute(script).string()).dump(2) + "\n");
+      manifests.push_back(manifest.string());
+      ids.push_back(id);
+      std::cout << id << "\n" << std::flush;
+      if (!opt->parsable) {
+        std::cerr << fmt::format("dlvalidate: submitted job {} ({} run(s)); manifest {}\n", id,
+                                 jobs[i].points.size(), manifest.string());
+      }
+    }
+    if (!opt->wait) return;
+    std::map<std::string, std::string> states;
+    for (const auto& id : ids) {
+      states[id] = calibrate::wait_for_job(id, opt->poll_s, opt->parsable ? nullptr : &std::cerr);
+    }
+    const auto got = collect(manifests, states);
+    report(got, opt->results, opt->cluster, opt->cases_out,
+           opt->source_id.empty() ? "launch-" + ids.front() : opt->source_id);
+    if (!got.failures.empty()) {
+      for (std::size_t i = 0; i + 1 < got.failures.size(); ++i) {
+        std::cerr << "dlvalidate: error: " << got.failures[i] << "\n";
+      }
+      throw InputError(got.failures.back());
+    }
+  });
+}
+
+}  // namespace
+
+void add_launch_command(CLI::App& app, const std::string& command_line) {
+  add_launch(app, command_line);
+}
+
+}  // namespace dlsim::validate
