@@ -1,7 +1,8 @@
 #pragma once
 // `dlcalibrate run gloo`: PyTorch's gloo all-reduce (c10d::ProcessGroupGloo, the backend of
-// DistributedDataParallel on CPUs) between local processes over loopback TCP, timed per size,
-// with the CPU time each call costs its process (docs/calibrate.md, "gloo").
+// DistributedDataParallel on CPUs) between local processes over loopback TCP, or between the
+// ranks of a job on several nodes (--store), timed per size, with the CPU time each call costs
+// its process (docs/calibrate.md, "gloo").
 
 #include <cstdint>
 #include <iosfwd>
@@ -20,6 +21,12 @@ struct GlooRunOptions {
   // Also each call's time beside a busy compute thread in each rank (params
   // .s_per_call_beside_compute): how long the exchange waits for the cores compute holds.
   bool beside_compute = false;
+  // One rank of a job that a launcher (srun, mpirun) started on several nodes: the rank and
+  // the number of ranks come from SLURM_PROCID and SLURM_NTASKS (or RANK and WORLD_SIZE), the
+  // ranks meet through a c10d FileStore at this path on a file system every node sees, and
+  // gloo binds the interface GLOO_SOCKET_IFNAME names (else the host name's address). Rank 0
+  // writes the results. Empty: `ranks` processes forked on this host, over loopback.
+  std::string store;
 };
 
 // Measures and writes the results file `path` (which must not exist); returns the records

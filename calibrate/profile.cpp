@@ -604,6 +604,125 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
     }
   }
 
+  // ---- ranks on several nodes over gloo (run gloo --store, one rank per node): the network
+  // between the nodes as gloo crosses it, gloo's CPU time, and each node's share of the cores ----
+  {
+    std::vector<Measurement> gloo;
+    for (const auto& m : ms) {
+      if (m.backend == "gloo" && m.op == "allreduce" && m.nodes >= 2 && m.ranks == m.nodes) {
+        gloo.push_back(m);
+      }
+    }
+    const auto fits = fit_series(gloo, o.min_bytes, o.statistic);
+    const SeriesFit* f = nullptr;
+    for (const auto& x : fits) {
+      if (!f || x.series.ranks > f->series.ranks) f = &x;
+    }
+    if (f && f->fit.regimes.back().bandwidth() > 0) {
+      // gloo's ring over n ranks on n nodes (the `mpi` library's ring, docs/networks.md):
+      // T = 2(n-1) alpha + 2(n-1)/n S / B, each step one hop between two nodes. B is the
+      // series' bus bandwidth at its largest sizes, alpha its latency over 2(n-1).
+      const int n = f->series.ranks;
+      const auto& big = f->fit.regimes.back();
+      const double bw = big.bandwidth();
+      const double line_rate = net.port.bandwidth.value();
+      const double eff = std::min(1.0, bw / line_rate);
+      if (bw > line_rate) {
+        out.warnings.push_back(fmt::format(
+            "gloo between nodes moved {:.3f} GB/s, above the base network's line rate {:.3f} "
+            "GB/s: efficiency capped at 1 (is --base right?)",
+            bw / 1e9, line_rate / 1e9));
+      }
+      const double step = std::max(0.0, f->latency.alpha) / (2.0 * (n - 1));
+      const double wire = 2 * net.port.latency.value() + net.switch_latency.value();
+      std::string y = fmt::format("  extends: {}\n", q(net.about.name));
+      y += "  transport:\n";
+      y += fmt::format("    efficiency: {:.4f}\n", eff);
+      y += fmt::format("    message_overhead: {}\n", us(std::max(0.0, step - wire)));
+      network_yaml = y;
+      out.report.push_back(fmt::format(
+          "network: gloo between {} nodes, bus bandwidth {:.3f} GB/s at {} .. {} B = {:.1f} % "
+          "of the {:.3f} GB/s line rate; {:.1f} us per ring step ({:.1f} us latency over "
+          "2(n-1) steps)",
+          n, bw / 1e9, big.min_bytes, big.max_bytes, eff * 100, line_rate / 1e9, step * 1e6,
+          f->latency.alpha * 1e6));
+      // Host CPU per call and the wait beside compute, as for ranks of one host.
+      std::vector<double> size, cpu, wait_size, wait;
+      int rank_cores = 0, per_kernel = 1;
+      for (const auto& m : gloo) {
+        if (m.ranks != n) continue;
+        if (const auto w = wait_beside_compute(m)) {
+          wait_size.push_back(m.bytes);
+          wait.push_back(*w);
+        }
+        if (const auto c = m.params.find("cpu_s_per_call"); c != m.params.end()) {
+          size.push_back(m.bytes);
+          cpu.push_back(std::stod(c->second));
+        }
+        if (const auto c = m.params.find("rank_cores"); c != m.params.end()) {
+          rank_cores = std::max(rank_cores, std::stoi(c->second));
+        }
+        if (const auto k = m.params.find("nodes_per_kernel"); k != m.params.end()) {
+          per_kernel = std::max(per_kernel, std::stoi(k->second));
+        }
+      }
+      std::optional<AlphaBeta> cpu_fit, wait_fit;
+      if (size.size() >= 2) cpu_fit = fit_alpha_beta(size, cpu);
+      if (wait_size.size() >= 2) wait_fit = fit_cost(wait_size, wait);
+      std::string lib = "library:\n";
+      lib += "  extends: \"mpi\"\n";
+      lib += fmt::format("  name: {}\n", q(o.name + "-gloo"));
+      lib += fmt::format("  description: {}\n",
+                         q(fmt::format("gloo (PyTorch's ProcessGroupGloo) between {} nodes, as "
+                                       "dlcalibrate run gloo --store measured it",
+                                       n)));
+      lib += fmt::format("  source: {}\n", q("dlcalibrate fit of " + files));
+      lib += "  link_efficiency: {nvlink: 1, pcie: 1}   # the links are measured rates\n";
+      if (cpu_fit) lib += host_cpu_line(*cpu_fit, wait_fit);
+      library_yaml = lib;
+      if (cpu_fit) {
+        out.report.push_back(fmt::format(
+            "host CPU per gloo call between nodes: {:.1f} us + {:.3f} ns/B (worst error {:.1f} "
+            "%, {} sizes)",
+            std::max(0.0, cpu_fit->alpha) * 1e6, std::max(0.0, cpu_fit->beta) * 1e9,
+            cpu_fit->worst_relative_error * 100, size.size()));
+      }
+      if (cpu_fit && wait_fit) {
+        out.report.push_back(
+            wait_report("a gloo all-reduce between nodes beside a busy compute "
+                        "thread in each rank",
+                        *wait_fit));
+      }
+      // One rank per node; nodes that share one kernel (network namespaces of one machine)
+      // share its cores, so each has the rank's cores over the nodes per kernel.
+      const int host = host_cores > 0 ? static_cast<int>(host_cores) : node.host.cores;
+      const int cores = std::max(1, (rank_cores > 0 ? rank_cores : host) / per_kernel);
+      std::string ny;
+      ny += "  gpus: 1\n";
+      ny += "  nics: 1\n";
+      ny += "  link_types:\n";
+      ny += fmt::format("    nic: {{bandwidth: {}, latency: {}}}        # the NIC's port rate\n",
+                        gbps(net.port.bandwidth.value()), us(0));
+      ny += "  switches: []\n";
+      ny += "  links:\n";
+      ny += "    - [gpu0, cpu0, nic]\n";
+      ny += "    - [nic0, cpu0, nic]\n";
+      node_yaml = ny;
+      std::erase_if(host_fields, [](const std::string& field) {
+        return field.rfind("cores:", 0) == 0 || field.rfind("cpu:", 0) == 0 ||
+               field.rfind("sockets:", 0) == 0 || field.rfind("memory:", 0) == 0;
+      });
+      host_fields.push_back(fmt::format("cpu: {}", q(host_cpu_name)));
+      host_fields.push_back("sockets: 1");
+      host_fields.push_back(fmt::format("cores: {}", cores));
+      if (!host_memory.empty()) host_fields.push_back(fmt::format("memory: {}", q(host_memory)));
+      out.report.push_back(fmt::format(
+          "node: one rank on {} core(s) of {} ({} core(s) a rank may use, shared by the {} "
+          "node(s) of one kernel)",
+          cores, host_cpu_name, rank_cores > 0 ? rank_cores : host, per_kernel));
+    }
+  }
+
   // ---- layer tables: a model's layers and update through libtorch (run torch) ----
   {
     const auto param = [](const Measurement& m, const char* key) {

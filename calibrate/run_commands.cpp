@@ -173,10 +173,13 @@ void add_run_gloo(CLI::App& run, const std::string& command_line) {
     std::string from = "4B", to = "64MiB";
     double factor = 4;
     bool cpu_cost = false;
-    std::string out;
+    std::string out, store;
   };
   auto o = std::make_shared<Opt>();
   c->add_option("--ranks", o->ranks, "Local processes")->capture_default_str();
+  c->add_option("--store", o->store,
+                "Run as one rank of a job on several nodes (under srun): the ranks meet through a "
+                "file at this path that every node sees; rank 0 writes the results");
   c->add_flag("--cpu-cost", o->cpu_cost,
               "Also time each size beside a busy compute thread in each rank "
               "(params.s_per_call_beside_compute: the exchange's wait for the cores)");
@@ -196,8 +199,9 @@ void add_run_gloo(CLI::App& run, const std::string& command_line) {
     g.iters = o->iters;
     g.warmup = o->warmup;
     g.beside_compute = o->cpu_cost;
+    g.store = o->store;
     const auto n = run_gloo(g, o->out, command_line, &std::cerr);
-    std::cerr << fmt::format("dlcalibrate: {} sizes measured into {}\n", n, o->out);
+    if (n > 0) std::cerr << fmt::format("dlcalibrate: {} sizes measured into {}\n", n, o->out);
   });
 }
 

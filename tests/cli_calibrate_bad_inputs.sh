@@ -59,6 +59,14 @@ expect_failure "unknown" -o r.jsonl run torch --model resnet5
 expect_failure "--device: 'gpu' is not cpu or cuda" -o r.jsonl run torch --device gpu
 expect_failure "--precision: 'bf16' is not fp32 or amp" -o r.jsonl run torch --precision bf16
 expect_failure "--precision: amp runs on a CUDA device only (--device cuda)" -o r.jsonl run torch --precision amp
+# run gloo as one rank of a launched job: the rank and rank count come from the launcher.
+if "$dlcal" run gloo --help 2>&1 | grep -q -- --store; then
+  unset SLURM_PROCID SLURM_NTASKS RANK WORLD_SIZE
+  expect_failure "--store: needs the launcher's SLURM_PROCID and SLURM_NTASKS" -o r.jsonl run gloo --store "$tmp/store"
+  export RANK=3 WORLD_SIZE=2
+  expect_failure "--store: rank 3 of 2: needs 2..64 ranks" -o r.jsonl run gloo --store "$tmp/store"
+  unset RANK WORLD_SIZE
+fi
 expect_failure "--partition" --script job.sbatch slurm --nodes 2 --partition "a'b; rm -rf /" --dry-run
 expect_failure "--nodes" --script job.sbatch slurm --nodes 0 --dry-run
 expect_failure "results_negative_time.jsonl:2: samples_s: every sample must be a positive time" -o p.yaml fit "$fx/results_negative_time.jsonl"

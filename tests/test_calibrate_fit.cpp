@@ -262,6 +262,40 @@ TEST_CASE("profile: gloo between two ranks of a host becomes the node's path and
   CHECK(p.yaml.find("extends: \"mpi\"") != std::string::npos);
 }
 
+TEST_CASE("profile: gloo between nodes becomes the network, the library and each node's cores") {
+  // run gloo --store on 2 nodes, one rank each: t = 2 alpha + S / B with alpha = 300 us per
+  // ring step (2(n-1) = 2 steps) and bus bandwidth B = 0.12 GB/s; each call 0.1 ms + 1 ns/B of
+  // process CPU. The network's transport efficiency is B over the default network's 12.5 GB/s
+  // line rate (0.0096); the two nodes are namespaces of one kernel whose ranks may use 2 cores:
+  // one core each.
+  cal::Results r;
+  r.provenance.tool = "test";
+  r.provenance.devices = {{"cpu", "Test CPU"}, {"cpu_cores", "2"}};
+  for (double b : sizes(1 << 20, 64 << 20)) {
+    cal::Measurement m;
+    m.op = "allreduce";
+    m.backend = "gloo";
+    m.ranks = 2;
+    m.nodes = 2;
+    m.bytes = b;
+    m.samples_s = {600e-6 + b / 0.12e9};
+    m.params["cpu_s_per_call"] = fmt::format("{:.9g}", 100e-6 + 1e-9 * b);
+    m.params["rank_cores"] = "2";
+    m.params["ranks_per_node"] = "1";
+    m.params["nodes_per_kernel"] = "2";
+    r.measurements.push_back(m);
+  }
+  cal::ProfileOptions o;
+  o.name = "emulated";
+  const auto p = cal::fit_profile({r}, o);
+  CAPTURE(p.yaml);
+  CHECK(p.yaml.find("efficiency: 0.0096") != std::string::npos);
+  CHECK(p.yaml.find("  gpus: 1\n") != std::string::npos);
+  CHECK(p.yaml.find("cores: 1") != std::string::npos);
+  CHECK(p.yaml.find("host_cpu: {per_call: \"100us\", per_byte: \"1ns\"") != std::string::npos);
+  CHECK(p.yaml.find("between 2 nodes") != std::string::npos);
+}
+
 TEST_CASE(
     "profile: mpi's cpu cost beside compute becomes the library's host cpu and the node's cores") {
   // run mpi --cpu-cost between two nodes, one rank each bound to one core: each allreduce of S

@@ -792,12 +792,15 @@ std::string launch_cases_yaml(const LaunchOptions& o, const std::vector<LaunchRe
   y << "cases:\n";
   std::set<std::string> seen;
   for (const auto& r : results) {
-    const auto name = std::string(to_string(r.point.framework));
+    // One case per framework and batch: a case counts one row per GPU count.
+    const auto framework = std::string(to_string(r.point.framework));
+    const auto name = fmt::format("{} b{}", framework, r.point.batch);
     if (!seen.insert(name).second) continue;
     const auto q = predict_options(o, r.point, cluster);
     y << "  - name: " << name << "\n";
     y << "    data: " << source_id << "\n";
-    y << "    match: {source_id: " << source_id << ", framework: " << name << "}\n";
+    y << "    match: {source_id: " << source_id << ", framework: " << framework
+      << ", batch_per_gpu: \"" << r.point.batch << "\"}\n";
     y << "    quantity: throughput\n";
     y << "    predict: {cluster: " << nlohmann::json(cluster).dump()
       << ", framework: " << q.framework << ", gpus_per_node: " << *q.gpus_per_node;

@@ -8,6 +8,9 @@
 #                                          deletes the namespaces and the state directory
 #   tests/slurm/local_cluster.sh status    sinfo and squeue
 #   tests/slurm/local_cluster.sh env       prints "export SLURM_CONF=..." for eval
+#   tests/slurm/local_cluster.sh shape RATE  shapes every node's link at RATE (1gbit, 2gbit,
+#                                          4gbit, 10gbit or none) in both directions, as
+#                                          validate/cluster/emulated_cluster.sh does
 #
 # Each slurmd runs in its own network namespace (10.77.0.2 and .3, bridged to the controller at
 # 10.77.0.1), UTS namespace (hostname node1/node2, so results name their node) and mount
@@ -16,8 +19,12 @@
 # everything the daemons write stay under $DLSIM_SLURM_DIR (default /tmp/dlsim-slurm); the
 # host's /etc/slurm and /etc/munge are not touched. Fake GPUs: 2 gres gpu per node (device
 # files that act as /dev/null). No cgroups: proctrack/linuxproc, task/none.
-# DLSIM_SLURM_NO_NETNS=1 forces the fallback; DLSIM_SLURM_TIMEOUT (s, default 60) bounds the wait.
+# DLSIM_SLURM_NO_NETNS=1 forces the fallback; DLSIM_SLURM_TIMEOUT (s, default 60) bounds the wait;
+# DLSIM_SLURM_RATE (default none) shapes the links from the start.
 set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=validate/cluster/shaping.sh
+source "$HERE/../../validate/cluster/shaping.sh"
 
 DIR=${DLSIM_SLURM_DIR:-/tmp/dlsim-slurm}
 CONF=$DIR/slurm.conf
@@ -122,6 +129,15 @@ make_network() {
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
   done
+  shape_nodes "${DLSIM_SLURM_RATE:-none}"
+}
+
+# Shapes every node's link at rate $1 (validate/cluster/shaping.sh).
+shape_nodes() {
+  local node
+  shaping_rate_bps "$1" >/dev/null || [[ $1 == none ]] ||
+    die "unknown rate '$1' ($SHAPING_RATES)"
+  for node in "${NODES[@]}"; do shape_link "$(netns_name "$node")" "veth-$node" "$1"; done
 }
 
 write_config() {
@@ -324,5 +340,13 @@ case ${1:-start} in
     squeue
     ;;
   env) echo "export SLURM_CONF=$CONF" ;;
-  *) die "unknown command '$1' (start, stop, status or env)" ;;
+  shape)
+    need_root
+    [[ $# -eq 2 ]] || die "shape needs a rate ($SHAPING_RATES)"
+    [[ $(cat "$DIR/mode" 2>/dev/null) == netns ]] ||
+      die "the cluster is not running with network namespaces: nothing to shape"
+    shape_nodes "$2"
+    say "links of ${NODES[*]} shaped: $2"
+    ;;
+  *) die "unknown command '$1' (start, stop, status, env or shape)" ;;
 esac

@@ -3,7 +3,7 @@
 # Virtual Wall experiment (nodes on 1 Gbit/s Ethernet against faster links) in miniature
 # (docs/emulated-cluster.md). Run as root:
 #
-#   emulated_cluster.sh up --nodes N [--rate 1gbit|2gbit|4gbit|none] [--dir D]
+#   emulated_cluster.sh up --nodes N [--rate 1gbit|2gbit|4gbit|10gbit|none] [--dir D]
 #       N network namespaces dlsim-emu-1..N (host names emu1..emuN), each with a veth pair whose
 #       host end is on the bridge dlsim-emu-br (10.78.0.1); node i is 10.78.0.(i+1)/24. Each link
 #       is shaped with tbf at the rate in both directions. Writes the state directory D
@@ -16,7 +16,7 @@
 #
 # Bad input (unknown command or rate, N < 1, not root, no network namespaces): one line on stderr
 # and exit code 2. For measurements, DLSIM_EMU_GSO, DLSIM_EMU_TSQ, DLSIM_EMU_BURST and
-# DLSIM_EMU_LIMIT (bytes) replace the shaping parameters of shaping() below.
+# DLSIM_EMU_LIMIT (bytes) replace the shaping parameters of validate/cluster/shaping.sh.
 set -euo pipefail
 
 PREFIX=dlsim-emu
@@ -42,36 +42,11 @@ host_of() { echo "emu$1"; }        # node index -> host name
 veth_of() { echo "$PREFIX-v$1"; }  # node index -> host end of its veth pair
 addr_of() { echo "10.78.0.$(($1 + 1))"; }
 
-# How a link of a given rate is shaped, all four scaled with the rate (docs/emulated-cluster.md
-# has the measurements behind them). At 1 Gbit/s:
-# - TCP segments of at most 16 KiB (gso_max_size of the node's eth0, 131 us at the rate): tbf
-#   sends whole segments, and a 64 KiB one (the default) holds a small message back 0.5 ms;
-# - at most 32 KiB of each socket's data waiting in the qdisc (tcp_limit_output_bytes in the node,
-#   4 MiB by default): TCP then stops before tbf's queue is full instead of losing packets in it,
-#   so a saturated link delays a small message by a few hundred microseconds, not the whole queue;
-# - a bucket of 256 KiB (2 ms at the rate): the qdisc runs late when the CPU is busy (2 cores, other
-#   work) and a small bucket loses that time for good. With 64 KiB one TCP stream got 0.44-0.83
-#   Gbit/s on this machine; with 128 KiB MPI got 0.87 of the rate at a load average of 4-5, and
-#   0.94 with 256 KiB;
-# - a queue of 256 KiB (2 ms): only several sockets together (btl_tcp_links) or several senders to
-#   one node reach it.
-shaping() {
-  local rate=$1 scale
-  scale=$(($(rate_bps "$rate") / 1000000000))
-  SHAPE_GSO=${DLSIM_EMU_GSO:-$((16384 * scale))}
-  SHAPE_TSQ=${DLSIM_EMU_TSQ:-$((32768 * scale))}
-  SHAPE_BURST=${DLSIM_EMU_BURST:-$((262144 * scale))}
-  SHAPE_LIMIT=${DLSIM_EMU_LIMIT:-$((262144 * scale))}
-}
+# shaping_rate_bps, shaping and shape_link: how a node's link is shaped.
+# shellcheck source=validate/cluster/shaping.sh
+source "$(dirname "$(realpath "$0")")/shaping.sh"
 
-rate_bps() {
-  case $1 in
-    1gbit) echo 1000000000 ;;
-    2gbit) echo 2000000000 ;;
-    4gbit) echo 4000000000 ;;
-    *) usage_error "unknown rate '$1' (1gbit, 2gbit, 4gbit or none)" ;;
-  esac
-}
+rate_bps() { shaping_rate_bps "$1" || usage_error "unknown rate '$1' ($SHAPING_RATES)"; }
 
 need_root() { [[ $(id -u) -eq 0 ]] || usage_error "run as root (it makes network namespaces)"; }
 
@@ -101,11 +76,7 @@ teardown() {
 }
 
 make_network() {
-  local nodes=$1 rate=$2 i ns veth tbf=()
-  if [[ $rate != none ]]; then
-    shaping "$rate"
-    tbf=(rate "$rate" burst "$SHAPE_BURST" limit "$SHAPE_LIMIT")
-  fi
+  local nodes=$1 rate=$2 i ns veth
   ip link add "$BRIDGE" type bridge
   ip addr add "$HOST_ADDR/24" dev "$BRIDGE"
   ip link set "$BRIDGE" up
@@ -119,12 +90,7 @@ make_network() {
     ip -n "$ns" addr add "$(addr_of "$i")/24" dev eth0
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
-    if ((${#tbf[@]})); then
-      ip -n "$ns" link set dev eth0 gso_max_size "$SHAPE_GSO"
-      ip netns exec "$ns" sysctl -qw net.ipv4.tcp_limit_output_bytes="$SHAPE_TSQ"
-      tc -n "$ns" qdisc add dev eth0 root tbf "${tbf[@]}" # node -> bridge
-      tc qdisc add dev "$veth" root tbf "${tbf[@]}"       # bridge -> node
-    fi
+    [[ $rate == none ]] || shape_link "$ns" "$veth" "$rate"
   done
 }
 
