@@ -114,13 +114,9 @@ if [[ $rc -ne 0 ]]; then
   # (more than this script's one runnable task in /proc/loadavg's run queue, sampled over 2 s)
   # slowed the two-node replays more than the one-rank anchor, and the comparison measures the
   # other work, not dlsim.
-  samples=()
-  for _ in $(seq 10); do
-    read -r _ _ _ queue _ </proc/loadavg # builtin: the shell is the one runnable task
-    samples+=("${queue%/*}")
-    sleep 0.2
-  done
-  busy=$(printf '%s\n' "${samples[@]}" | sort -n | sed -n 5p)
+  # shellcheck source=tests/runnable_tasks.sh
+  source "$(dirname "$0")/runnable_tasks.sh"
+  busy=$(runnable_tasks)
   if [[ $busy -gt 1 ]]; then
     say "skipped: $busy tasks runnable besides this test; the gate needs a quiet machine" |
       tee -a "$BUILD/validation-summary-live.txt"

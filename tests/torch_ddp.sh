@@ -121,13 +121,9 @@ done
 if [[ $fail -ne 0 ]]; then
   # Other work running now (runnable tasks besides this script, sampled over 2 s) timed itself
   # into the measurements: skip rather than blame the model.
-  samples=()
-  for _ in $(seq 10); do
-    read -r _ _ _ queue _ </proc/loadavg
-    samples+=("${queue%/*}")
-    sleep 0.2
-  done
-  busy=$(printf '%s\n' "${samples[@]}" | sort -n | sed -n 5p)
+  # shellcheck source=tests/runnable_tasks.sh
+  source "$root/tests/runnable_tasks.sh"
+  busy=$(runnable_tasks)
   if [[ $busy -gt 1 ]]; then
     say "skipped: $busy tasks runnable besides this test; the comparison needs a quiet machine"
     exit 77

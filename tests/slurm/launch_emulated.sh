@@ -122,13 +122,9 @@ if ((rc != 0)); then
   # As tests/live_validation.sh: other runnable work on the machine (more than this script's
   # one task in /proc/loadavg's run queue, median of 10 samples over 2 s) means the comparison
   # measured it, not dlsim.
-  samples=()
-  for _ in $(seq 10); do
-    read -r _ _ _ queue _ </proc/loadavg
-    samples+=("${queue%/*}")
-    sleep 0.2
-  done
-  busy=$(printf '%s\n' "${samples[@]}" | sort -n | sed -n 5p)
+  # shellcheck source=tests/runnable_tasks.sh
+  source "$HERE/../runnable_tasks.sh"
+  busy=$(runnable_tasks)
   if [[ $busy -gt 1 ]]; then
     say "skipped: $busy tasks runnable besides this test; the gate needs a quiet machine" |
       tee -a "$BUILD/validation-summary-launch.txt"
