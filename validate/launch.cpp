@@ -692,7 +692,7 @@ double read_launched_throughput(const std::string& path, int workers, int warmup
   while (std::getline(in, line)) {
     ++no;
     // The program's own complaint is worth more than srun's note that a task failed.
-    const bool slurm = line.rfind("srun:", 0) == 0 || line.rfind("slurmstepd:", 0) == 0;
+    const bool slurm = line.rfind("srun:", 0) == 0 || line.rfind("slurmstepd", 0) == 0;
     if (line.find("Error") != std::string::npos || line.find("error:") != std::string::npos ||
         line.find("can't open file") != std::string::npos) {
       (slurm ? fallback_error : last_error) = fmt::format("line {}: {}", no, comment_safe(line));

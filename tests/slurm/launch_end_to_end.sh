@@ -55,4 +55,29 @@ grep -q "pytorch-ddp .* 2 .* 2 .* 8" "$OUT/stdout" || fail "no comparison line f
 step "the row is read back by dlvalidate published"
 "$DLVALIDATE" published --data "$OUT/rows.csv" --cases "$OUT/cases.yaml" -o "$OUT/report.md" ||
   fail "dlvalidate published cannot read what launch wrote"
+step "a run cancelled while it trains: --collect gives one line and exit 2, and writes nothing"
+id=$("$DLVALIDATE" launch --framework pytorch-ddp --model resnet18 --nodes 2 --batch 8 \
+  --steps 50 --warmup 1 --threads 1 --python "$PYTHON" --partition "$PARTITION" --time 10:00 \
+  --output-dir "$OUT/cancel" --submit --parsable) || fail "the job was not submitted"
+for _ in $(seq 120); do
+  [[ $(squeue -h -j "$id" -o %T 2>/dev/null | head -n 1) == RUNNING ]] && break
+  sleep 0.5
+done
+sleep 3
+scancel "$id"
+for _ in $(seq 120); do
+  [[ -z $(squeue -h -j "$id" 2>/dev/null) ]] && break
+  sleep 0.5
+done
+set +e
+"$DLVALIDATE" launch --collect "$OUT/cancel/$id.launch.json" --results "$OUT/cancel.csv" \
+  >"$OUT/stdout" 2>"$OUT/stderr"
+rc=$?
+set -e
+cat "$OUT/stderr"
+[[ $rc -eq 2 ]] || fail "exit code $rc for a cancelled run, expected 2"
+[[ $(wc -l <"$OUT/stderr") -eq 1 ]] || fail "more than one line for the cancelled run"
+grep -q "job ${id}_0: .*no throughput: it was cancelled" "$OUT/stderr" ||
+  fail "the line does not say the run was cancelled"
+[[ ! -e $OUT/cancel.csv ]] || fail "a results file was written for a cancelled run"
 step "PASS"
