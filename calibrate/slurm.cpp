@@ -446,7 +446,8 @@ std::string ended_state(const std::string& job_id) {
 
 }  // namespace
 
-std::string wait_for_job(const std::string& job_id, double poll_s, std::ostream* log) {
+std::string wait_for_job(const std::string& job_id, double poll_s, std::ostream* log,
+                         std::string_view program) {
   // Pending reasons that no waiting will clear (the request exceeds what the partition allows).
   static const std::set<std::string> hopeless = {
       "PartitionNodeLimit", "PartitionTimeLimit", "PartitionConfig",      "BadConstraints",
@@ -474,7 +475,7 @@ std::string wait_for_job(const std::string& job_id, double poll_s, std::ostream*
           job_id, reason, job_id));
     }
     if (log && now != last) {
-      *log << fmt::format("dlcalibrate: job {} is {}{}\n", job_id, state,
+      *log << fmt::format("{}: job {} is {}{}\n", program, job_id, state,
                           reason.empty() || reason == "None" ? "" : " (" + reason + ")")
            << std::flush;
     }

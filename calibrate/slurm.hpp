@@ -94,8 +94,10 @@ bool is_failed_job_state(std::string_view state);
 
 // Polls squeue, then sacct (or scontrol where accounting is off) every `poll_s` seconds until
 // the job (every task of an array) has ended, and returns its final state ("COMPLETED",
-// "FAILED", ...; the worst of an array's tasks). `log` gets one line per state change.
-std::string wait_for_job(const std::string& job_id, double poll_s, std::ostream* log);
+// "FAILED", ...; the worst of an array's tasks). `log` gets one line per state change, each
+// starting with `program`.
+std::string wait_for_job(const std::string& job_id, double poll_s, std::ostream* log,
+                         std::string_view program = "dlcalibrate");
 
 // A job's results merged into one.
 struct CollectedJob {

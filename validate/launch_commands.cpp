@@ -398,7 +398,8 @@ void add_launch(CLI::App& app, const std::string& command_line) {
     if (!opt->wait) return;
     std::map<std::string, std::string> states;
     for (const auto& id : ids) {
-      states[id] = calibrate::wait_for_job(id, opt->poll_s, opt->parsable ? nullptr : &std::cerr);
+      states[id] = calibrate::wait_for_job(id, opt->poll_s, opt->parsable ? nullptr : &std::cerr,
+                                           "dlvalidate");
     }
     const auto got = collect(manifests, states);
     report(got, opt->results, opt->cluster, opt->cases_out,
