@@ -224,9 +224,10 @@ TEST_CASE("a_launched_log_gives_the_jobs_samples_per_second_or_one_line_why_not"
             "LIMIT ***\n");
   const auto cut = write("cut.out", "{\"kind\": \"pytorch-ddp-step\", \"ranks\": 2, \"samp");
   const auto none = write("none.out", "ModuleNotFoundError: No module named 'torch'\n");
-  for (const auto& [path, want] :
-       {std::pair{timeout, "time limit"}, std::pair{cut, "does not parse"},
-        std::pair{none, "No module named 'torch'"}}) {
+  for (const auto& log : {std::pair{timeout, "time limit"}, std::pair{cut, "does not parse"},
+                          std::pair{none, "No module named 'torch'"}}) {
+    const std::string& path = log.first;
+    const std::string want = log.second;
     CAPTURE(path);
     try {
       val::read_launched_throughput(path, 2, 1, &format);

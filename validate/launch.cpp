@@ -51,10 +51,7 @@ bool one_process_per_node(LaunchFramework f) {
   return has_servers(f) || f == LaunchFramework::kKerasMwms;
 }
 
-// Ports of the roles that listen (docs/launch.md): TensorFlow's gRPC servers and ps-lite's
-// scheduler.
-constexpr int kTfWorkerPort = 2220;
-constexpr int kTfPsPort = 2222;  // server k listens on kTfPsPort + k
+// ps-lite's scheduler port (docs/launch.md); TensorFlow's ports are in kTfTask below.
 constexpr int kDmlcPort = 9000;
 
 int ranks_per_node(const LaunchOptions& o) {

@@ -93,7 +93,7 @@ import csv, glob, os, re, statistics, sys
 out, gate = sys.argv[1], float(sys.argv[2])
 rows, errors = [], []
 for path in sorted(glob.glob(os.path.join(out, "launch-*.txt"))):
-    rate = re.search(r"launch-(.*)-[0-9]+\.txt", path).group(1)
+    rate = re.fullmatch(r"launch-(.*)-[0-9]+\.txt", os.path.basename(path)).group(1)
     for line in open(path):
         f = line.split()
         if len(f) == 7 and f[0] == "pytorch-ddp" and f[6] != "-":
