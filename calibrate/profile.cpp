@@ -92,6 +92,48 @@ std::string wait_report(const std::string& call, const AlphaBeta& wait) {
       call, std::max(0.0, wait.alpha) * 1e6, std::max(0.0, wait.beta) * 1e9,
       wait.worst_relative_error * 100);
 }
+// gloo's CPU cost of the n-rank series: the process CPU time per call (params.cpu_s_per_call,
+// the slowest rank's), c0 + c1 S by least squares over every size, and where run gloo
+// --cpu-cost timed it, the call's wait beside a busy thread (its time there less alone).
+struct GlooCpu {
+  std::optional<AlphaBeta> cpu, wait;
+  std::size_t sizes = 0;  // sizes with a CPU time
+};
+GlooCpu gloo_cpu(const std::vector<Measurement>& gloo, int n) {
+  std::vector<double> size, cpu, wait_size, wait;
+  for (const auto& m : gloo) {
+    if (m.ranks != n) continue;
+    if (const auto w = wait_beside_compute(m)) {
+      wait_size.push_back(m.bytes);
+      wait.push_back(*w);
+    }
+    if (const auto c = m.params.find("cpu_s_per_call"); c != m.params.end()) {
+      size.push_back(m.bytes);
+      cpu.push_back(std::stod(c->second));
+    }
+  }
+  GlooCpu g;
+  g.sizes = size.size();
+  if (size.size() >= 2) g.cpu = fit_alpha_beta(size, cpu);
+  if (wait_size.size() >= 2) g.wait = fit_cost(wait_size, wait);
+  return g;
+}
+
+// The library of a gloo job: the `mpi` library's ring at link efficiency 1 (the links are
+// measured rates) with gloo's host CPU cost; `between` says between which ranks it was measured.
+std::string gloo_library_yaml(const std::string& name, const std::string& between,
+                              const std::string& files, const GlooCpu& g) {
+  std::string lib = "library:\n";
+  lib += "  extends: \"mpi\"\n";
+  lib += fmt::format("  name: {}\n", q(name + "-gloo"));
+  lib += fmt::format("  description: {}\n",
+                     q(fmt::format("gloo (PyTorch's ProcessGroupGloo) between {}", between)));
+  lib += fmt::format("  source: {}\n", q("dlcalibrate fit of " + files));
+  lib += "  link_efficiency: {nvlink: 1, pcie: 1}   # the links are measured rates\n";
+  if (g.cpu) lib += host_cpu_line(*g.cpu, g.wait);
+  return lib;
+}
+
 // Work and sizes must be positive in a profile: a curve already flat at the smallest size
 // measured gets the least value the format takes instead of 0.
 std::string gflops(double f) { return q(fmt::format("{:.6g}GFLOP", std::max(f, 1.0) / 1e9)); }
@@ -529,24 +571,9 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
             f->series.bytes.back(), link_bw / 1e9));
       }
       const double hop = std::max(0.0, f->latency.alpha) / (2.0 * (n - 1)) / 2;
-      // Host CPU per call: c0 + c1 S by least squares over every size with the process CPU
-      // time recorded (params.cpu_s_per_call, the slowest rank's).
-      std::vector<double> size, cpu, wait_size, wait;
-      for (const auto& m : gloo) {
-        if (m.ranks != n) continue;
-        // The call's time beside a busy thread less its time alone (run gloo --cpu-cost).
-        if (const auto w = wait_beside_compute(m)) {
-          wait_size.push_back(m.bytes);
-          wait.push_back(*w);
-        }
-        const auto c = m.params.find("cpu_s_per_call");
-        if (c == m.params.end()) continue;
-        size.push_back(m.bytes);
-        cpu.push_back(std::stod(c->second));
-      }
-      std::optional<AlphaBeta> cpu_fit, wait_fit;
-      if (size.size() >= 2) cpu_fit = fit_alpha_beta(size, cpu);
-      if (wait_size.size() >= 2) wait_fit = fit_cost(wait_size, wait);
+      const GlooCpu g = gloo_cpu(gloo, n);
+      const auto& cpu_fit = g.cpu;
+      const auto& wait_fit = g.wait;
       if (link_bw > 0) {
         const int cores = host_cores > 0 ? static_cast<int>(host_cores) : node.host.cores;
         std::string y;
@@ -571,17 +598,9 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
                       [](const std::string& field) { return field.rfind("cores:", 0) == 0; });
         host_fields.push_back(fmt::format("cores: {}", cores));
         if (!host_memory.empty()) host_fields.push_back(fmt::format("memory: {}", q(host_memory)));
-        std::string lib = "library:\n";
-        lib += "  extends: \"mpi\"\n";
-        lib += fmt::format("  name: {}\n", q(o.name + "-gloo"));
-        lib += fmt::format("  description: {}\n",
-                           q(fmt::format("gloo (PyTorch's ProcessGroupGloo) between {} ranks of "
-                                         "this host, as dlcalibrate run gloo measured it",
-                                         n)));
-        lib += fmt::format("  source: {}\n", q("dlcalibrate fit of " + files));
-        lib += "  link_efficiency: {nvlink: 1, pcie: 1}   # the links are measured rates\n";
-        if (cpu_fit) lib += host_cpu_line(*cpu_fit, wait_fit);
-        library_yaml = lib;
+        library_yaml = gloo_library_yaml(
+            o.name, fmt::format("{} ranks of this host, as dlcalibrate run gloo measured it", n),
+            files, g);
         out.report.push_back(fmt::format(
             "node: {} ranks on {} cores of {}; between ranks gloo's ring (mpi library) over a "
             "rank -> host -> rank path of {:.3f} GB/s and {:.2f} us per hop (allreduce bus "
@@ -594,7 +613,7 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
               "taken from compute where the ranks' threads fill the cores (docs/simulator.md, "
               "\"Shared cores\")",
               std::max(0.0, cpu_fit->alpha) * 1e6, std::max(0.0, cpu_fit->beta) * 1e9,
-              cpu_fit->worst_relative_error * 100, size.size()));
+              cpu_fit->worst_relative_error * 100, g.sizes));
         }
         if (cpu_fit && wait_fit) {
           out.report.push_back(wait_report(
@@ -647,18 +666,12 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
           n, bw / 1e9, big.min_bytes, big.max_bytes, eff * 100, line_rate / 1e9, step * 1e6,
           f->latency.alpha * 1e6));
       // Host CPU per call and the wait beside compute, as for ranks of one host.
-      std::vector<double> size, cpu, wait_size, wait;
+      const GlooCpu g = gloo_cpu(gloo, n);
+      const auto& cpu_fit = g.cpu;
+      const auto& wait_fit = g.wait;
       int rank_cores = 0, per_kernel = 1;
       for (const auto& m : gloo) {
         if (m.ranks != n) continue;
-        if (const auto w = wait_beside_compute(m)) {
-          wait_size.push_back(m.bytes);
-          wait.push_back(*w);
-        }
-        if (const auto c = m.params.find("cpu_s_per_call"); c != m.params.end()) {
-          size.push_back(m.bytes);
-          cpu.push_back(std::stod(c->second));
-        }
         if (const auto c = m.params.find("rank_cores"); c != m.params.end()) {
           rank_cores = std::max(rank_cores, std::stoi(c->second));
         }
@@ -666,26 +679,15 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
           per_kernel = std::max(per_kernel, std::stoi(k->second));
         }
       }
-      std::optional<AlphaBeta> cpu_fit, wait_fit;
-      if (size.size() >= 2) cpu_fit = fit_alpha_beta(size, cpu);
-      if (wait_size.size() >= 2) wait_fit = fit_cost(wait_size, wait);
-      std::string lib = "library:\n";
-      lib += "  extends: \"mpi\"\n";
-      lib += fmt::format("  name: {}\n", q(o.name + "-gloo"));
-      lib += fmt::format("  description: {}\n",
-                         q(fmt::format("gloo (PyTorch's ProcessGroupGloo) between {} nodes, as "
-                                       "dlcalibrate run gloo --store measured it",
-                                       n)));
-      lib += fmt::format("  source: {}\n", q("dlcalibrate fit of " + files));
-      lib += "  link_efficiency: {nvlink: 1, pcie: 1}   # the links are measured rates\n";
-      if (cpu_fit) lib += host_cpu_line(*cpu_fit, wait_fit);
-      library_yaml = lib;
+      library_yaml = gloo_library_yaml(
+          o.name, fmt::format("{} nodes, as dlcalibrate run gloo --store measured it", n), files,
+          g);
       if (cpu_fit) {
         out.report.push_back(fmt::format(
             "host CPU per gloo call between nodes: {:.1f} us + {:.3f} ns/B (worst error {:.1f} "
             "%, {} sizes)",
             std::max(0.0, cpu_fit->alpha) * 1e6, std::max(0.0, cpu_fit->beta) * 1e9,
-            cpu_fit->worst_relative_error * 100, size.size()));
+            cpu_fit->worst_relative_error * 100, g.sizes));
       }
       if (cpu_fit && wait_fit) {
         out.report.push_back(
