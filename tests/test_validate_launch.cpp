@@ -41,8 +41,8 @@ val::LaunchOptions site_options(LaunchFramework f) {
   return o;
 }
 
-// The one script of a single-point launch, with the checkout's path and the version written
-// as placeholders.
+// The one script of a single-point launch, with the checkout's path of ddp_step.py written as
+// @DDP_STEP@ and dlsim's version as @VERSION@, so the golden files hold in any clone.
 std::string script_of(const val::LaunchOptions& o) {
   const auto jobs = val::plan_launch(o);
   REQUIRE(jobs.size() == 1);

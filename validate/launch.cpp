@@ -165,10 +165,15 @@ std::vector<std::string> benchmark_args(const LaunchOptions& o, const LaunchPoin
   return {};
 }
 
-std::string command_words(const LaunchOptions& o, const LaunchPoint& p) {
+// The script and its arguments, quoted; torchrun starts the script itself.
+std::string script_words(const LaunchOptions& o, const LaunchPoint& p) {
   const std::string script = o.script.empty() ? default_script(p.framework) : o.script;
-  return quoted_words({o.python, script}) + (benchmark_args(o, p).empty() ? "" : " ") +
-         quoted_words(benchmark_args(o, p));
+  const auto args = benchmark_args(o, p);
+  return quoted_words({script}) + (args.empty() ? "" : " ") + quoted_words(args);
+}
+
+std::string command_words(const LaunchOptions& o, const LaunchPoint& p) {
+  return quoted_words({o.python}) + " " + script_words(o, p);
 }
 
 // The environment every task of the point reads (values checked or numbers).
@@ -224,10 +229,7 @@ void point_body(std::ostringstream& s, const LaunchOptions& o, const LaunchPoint
         s << "  " << srun(p.nodes, p.nodes, 0, false, " --ntasks-per-node=1")
           << " \\\n    torchrun --nnodes=" << p.nodes << " --nproc_per_node=" << per_node
           << " --rdzv_id=\"$SLURM_JOB_ID\" --rdzv_backend=c10d"
-          << " --rdzv_endpoint=\"$MASTER_ADDR:$MASTER_PORT\" \\\n    "
-          << (o.script.empty() ? quoted_words({default_script(p.framework)})
-                               : quoted_words({o.script}))
-          << (benchmark_args(o, p).empty() ? "" : " ") << quoted_words(benchmark_args(o, p))
+          << " --rdzv_endpoint=\"$MASTER_ADDR:$MASTER_PORT\" \\\n    " << script_words(o, p)
           << "\n";
       } else {
         s << "  "
@@ -779,7 +781,8 @@ Row launch_row(const LaunchOptions& o, const LaunchResult& r, const std::string&
 }
 
 std::string launch_cases_yaml(const LaunchOptions& o, const std::vector<LaunchResult>& results,
-                              const std::string& source_id, const std::string& cluster) {
+                              const std::string& source_id, const std::string& data_set,
+                              const std::string& cluster) {
   std::ostringstream y;
   y << "kind: validation-cases\n";
   y << "name: " << source_id << "\n";
@@ -795,7 +798,7 @@ std::string launch_cases_yaml(const LaunchOptions& o, const std::vector<LaunchRe
     if (!seen.insert(name).second) continue;
     const auto q = predict_options(o, r.point, cluster);
     y << "  - name: " << name << "\n";
-    y << "    data: " << source_id << "\n";
+    y << "    data: " << data_set << "\n";
     y << "    match: {source_id: " << source_id << ", framework: " << framework
       << ", batch_per_gpu: \"" << r.point.batch << "\"}\n";
     y << "    quantity: throughput\n";

@@ -122,9 +122,11 @@ double read_launched_throughput(const std::string& log_path, int workers, int wa
 // A measured point as a throughput.csv row (source_id `source_id`, provenance in locator/notes).
 Row launch_row(const LaunchOptions& o, const LaunchResult& r, const std::string& source_id);
 
-// The cases file that maps those rows to dlsim's prediction on `cluster` (no anchor: the
-// prediction comes from the cluster's profile alone).
+// The cases file that maps those rows, in the data set `data_set` (the results CSV's stem), to
+// dlsim's prediction on `cluster` (no anchor: the prediction comes from the cluster's profile
+// alone).
 std::string launch_cases_yaml(const LaunchOptions& o, const std::vector<LaunchResult>& results,
-                              const std::string& source_id, const std::string& cluster);
+                              const std::string& source_id, const std::string& data_set,
+                              const std::string& cluster);
 
 }  // namespace dlsim::validate

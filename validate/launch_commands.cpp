@@ -128,6 +128,15 @@ Collected collect(const std::vector<std::string>& manifests,
   return c;
 }
 
+// The runs that measured nothing: one line each, the last as the InputError that exits 2.
+void fail_on_failures(const Collected& c) {
+  if (c.failures.empty()) return;
+  for (std::size_t i = 0; i + 1 < c.failures.size(); ++i) {
+    std::cerr << "dlvalidate: error: " << c.failures[i] << "\n";
+  }
+  throw InputError(c.failures.back());
+}
+
 // Appends `rows` to the CSV at `path` (made with the header when missing), in one write.
 void append_rows(const std::string& path, const std::vector<Row>& rows) {
   std::vector<Row> all;
@@ -156,18 +165,12 @@ void report(const Collected& c, const std::string& results_path, const std::stri
   const std::string table_name =
       results_path.empty() ? source_id : fs::path(results_path).stem().string();
   if (!cluster.empty()) {
-    const auto yaml = launch_cases_yaml(c.options, c.results, source_id, cluster);
     const std::string yaml_path =
         cases_out.empty()
             ? (fs::temp_directory_path() / fmt::format("dlsim-launch-{}.yaml", ::getpid())).string()
             : cases_out;
-    std::string text = yaml;
-    const auto data_line = "    data: " + source_id + "\n";
-    for (auto at = text.find(data_line); at != std::string::npos;
-         at = text.find(data_line, at + 1)) {
-      text.replace(at, data_line.size(), "    data: " + table_name + "\n");
-    }
-    dlsim::write_output(yaml_path, text);
+    dlsim::write_output(yaml_path,
+                        launch_cases_yaml(c.options, c.results, source_id, table_name, cluster));
     Table t;
     t.name = table_name;
     t.path = results_path.empty() ? "(launched runs)" : results_path;
@@ -339,12 +342,7 @@ void add_launch(CLI::App& app, const std::string& command_line) {
       const auto got = collect(opt->collect_manifests, {});
       report(got, opt->results, opt->cluster, opt->cases_out,
              opt->source_id.empty() ? "launch" : opt->source_id);
-      if (!got.failures.empty()) {
-        for (std::size_t i = 0; i + 1 < got.failures.size(); ++i) {
-          std::cerr << "dlvalidate: error: " << got.failures[i] << "\n";
-        }
-        throw InputError(got.failures.back());
-      }
+      fail_on_failures(got);
       return;
     }
 
@@ -404,12 +402,7 @@ void add_launch(CLI::App& app, const std::string& command_line) {
     const auto got = collect(manifests, states);
     report(got, opt->results, opt->cluster, opt->cases_out,
            opt->source_id.empty() ? "launch-" + ids.front() : opt->source_id);
-    if (!got.failures.empty()) {
-      for (std::size_t i = 0; i + 1 < got.failures.size(); ++i) {
-        std::cerr << "dlvalidate: error: " << got.failures[i] << "\n";
-      }
-      throw InputError(got.failures.back());
-    }
+    fail_on_failures(got);
   });
 }
 
