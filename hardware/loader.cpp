@@ -1,6 +1,7 @@
 #include "hardware/loader.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <algorithm>
 #include <filesystem>
 #include <set>
@@ -370,6 +371,19 @@ NodeSpec parse_node(const ConfigNode& n, const std::string& stem, Context& ctx) 
         h.child("vendor").fail(fmt::format("unknown CPU vendor '{}' (intel, amd, arm, power){}",
                                            node.host.vendor,
                                            did_you_mean(node.host.vendor, vendors)));
+      }
+    }
+    if (h.has("generation")) {
+      const auto& known = cpu_generations(node.host.vendor);
+      node.host.generation = h.get<std::string>("generation");
+      if (std::find(known.begin(), known.end(), node.host.generation) == known.end()) {
+        h.child("generation")
+            .fail(known.empty()
+                      ? fmt::format("vendor '{}' has no generations (NCCL reads none)",
+                                    node.host.vendor)
+                      : fmt::format("unknown {} CPU generation '{}' ({}){}", node.host.vendor,
+                                    node.host.generation, fmt::join(known, ", "),
+                                    did_you_mean(node.host.generation, known)));
       }
     }
     field(h, "sockets", node.host.sockets, inherited, positive_int);

@@ -84,6 +84,9 @@ struct GpuSpec {
 struct HostSpec {
   std::string cpu;
   std::string vendor = "intel";  // intel | amd | arm | power: NCCL's network overhead and LL caps
+  // The CPU generation NCCL reads from the CPU's model (one of cpu_generations(vendor)): its
+  // figure for the sockets' interconnect; empty where not given.
+  std::string generation;
   int sockets = 1;
   int cores = 1;
   Bytes memory;
@@ -101,6 +104,17 @@ struct FabricLink {
   int lanes = 1;
   SourceLocation where;
 };
+
+// The generations of `vendor`'s CPUs NCCL tells apart (src/graph/topo.cc, ncclTopoAddCpu).
+const std::vector<std::string>& cpu_generations(const std::string& vendor);
+
+// NCCL's bandwidth between two sockets of `host` (src/graph/topo.h and ncclTopoGetInterCpuBw,
+// per direction) and the constant's name; none where the generation is not given.
+struct InterCpuBandwidth {
+  Bandwidth bandwidth;
+  std::string constant;
+};
+std::optional<InterCpuBandwidth> nccl_inter_cpu_bandwidth(const HostSpec& host);
 
 struct NodeSpec {
   Provenance about;

@@ -134,6 +134,7 @@ void print(Printer& p, const NodeSpec& n) {
   p.begin("host");
   p.text("cpu", n.host.cpu);
   p.text("vendor", n.host.vendor);
+  if (!n.host.generation.empty()) p.text("generation", n.host.generation);
   p.count("sockets", n.host.sockets);
   p.count("cores", n.host.cores);
   p.bytes("memory", n.host.memory);

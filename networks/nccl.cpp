@@ -81,9 +81,23 @@ double quantize(double bw, const std::vector<Bandwidth>& speeds) {
   return bw;
 }
 
+// A link's bandwidth as NCCL's search takes it: the link between two sockets at most NCCL's
+// figure for the CPUs (hardware::nccl_inter_cpu_bandwidth; ncclTopoConnectCpus gives that link
+// the figure whatever the interconnect's own rate), every other link at its own.
+double search_bw(const Topology& topo, int id) {
+  const auto& l = topo.link(id);
+  double bw = l.bandwidth.value();
+  if (topo.kind(l.from) == VertexKind::kCpu && topo.kind(l.to) == VertexKind::kCpu) {
+    if (const auto figure = hardware::nccl_inter_cpu_bandwidth(topo.node(topo.slot_of(l.from)).host)) {
+      bw = std::min(bw, figure->bandwidth.value());
+    }
+  }
+  return bw;
+}
+
 double route_bottleneck(const Topology& topo, const std::vector<int>& route) {
   double bw = kInf;
-  for (int id : route) bw = std::min(bw, topo.link(id).bandwidth.value());
+  for (int id : route) bw = std::min(bw, search_bw(topo, id));
   return bw;
 }
 
@@ -178,7 +192,7 @@ IntraGraph intra_graph(const Communicator& comm, const std::vector<int>& ranks, 
       worst = std::max(worst, path_type(topo, route));
     }
     double bw = kInf;
-    for (const auto& [id, count] : load) bw = std::min(bw, topo.link(id).bandwidth.value() / count);
+    for (const auto& [id, count] : load) bw = std::min(bw, search_bw(topo, id) / count);
     g.type = worst;
     g.bw = quantize(bw, speeds);
     g.capacity = g.bw;
@@ -378,7 +392,7 @@ NcclTopology nccl_search(const Communicator& comm) {
         }
         add(comm.rank_vertex[first[static_cast<std::size_t>(chain.back())]], nv);
         for (const auto& [id, count] : nic.links) {
-          nic.speed = std::min(nic.speed, topo.link(id).bandwidth.value() / count);
+          nic.speed = std::min(nic.speed, search_bw(topo, id) / count);
         }
       }
       nics.push_back(nic);
@@ -417,7 +431,7 @@ NcclTopology nccl_search(const Communicator& comm) {
         if (nic_load[n->index] + s > n->capacity * eps ||
             in_load[n->entry] + s > n->entry_bw * eps || out_load[n->exit] + s > n->exit_bw * eps ||
             std::any_of(n->links.begin(), n->links.end(), [&](const auto& l) {
-              return link_load[l.first] + l.second * s > topo.link(l.first).bandwidth.value() * eps;
+              return link_load[l.first] + l.second * s > search_bw(topo, l.first) * eps;
             })) {
           continue;
         }

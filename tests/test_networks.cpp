@@ -134,14 +134,15 @@ TEST_CASE("nccl_style_ring_search_finds_the_dgx1_nvlink_rings") {
 TEST_CASE("nccl_1_runs_one_ring_in_device_order_through_host_memory_between_sockets") {
   // NCCL 1.3 (src/core.cu): one ring in NVML order, no search. On a DGX-1 P100, 0-1-2-3 are
   // joined by NVLink (one lane: 20 GB/s x 0.8 = 16, the search speed below it 15 GB/s); with
-  // all 8 GPUs the hops 3->4 and 7->0 cross the sockets through host memory, bound by PCIe:
-  // 15.75 GB/s x 0.762 = 12 GB/s. Latency: nccl-2.3's Simple table, 8.4 + 2(n-1) x 5.7 us.
+  // all 8 GPUs the hops 3->4 and 7->0 cross the sockets through host memory, bound by NCCL's
+  // figure for Broadwell's QPI, BDW_QPI_BW = 6 GB/s (the link's own 2 x 19.2 GB/s is more).
+  // Latency: nccl-2.3's Simple table, 8.4 + 2(n-1) x 5.7 us.
   struct Expected {
     int gpus;
     double bw, lat;
   };
   for (const auto& e :
-       {Expected{4, 15e9, 8.4e-6 + 6 * 5.7e-6}, Expected{8, 12e9, 8.4e-6 + 14 * 5.7e-6}}) {
+       {Expected{4, 15e9, 8.4e-6 + 6 * 5.7e-6}, Expected{8, 6e9, 8.4e-6 + 14 * 5.7e-6}}) {
     CAPTURE(e.gpus);
     Job job(hardware::load_cluster("dgx1-p100", std::string("nccl-1")), e.gpus);
     const double bytes = 1 << 30;
@@ -153,6 +154,33 @@ TEST_CASE("nccl_1_runs_one_ring_in_device_order_through_host_memory_between_sock
     CHECK(r.time.value() ==
           doctest::Approx(e.lat + 2.0 * (e.gpus - 1) / e.gpus * bytes / e.bw).epsilon(1e-3));
   }
+}
+
+TEST_CASE("a_ring_across_sockets_runs_at_nccls_figure_for_the_cpus_interconnect") {
+  // NCCL takes the link between two sockets at its figure for the CPU (ncclTopoGetInterCpuBw:
+  // BDW_QPI_BW 6 GB/s, SKL_QPI_BW 10 GB/s), whatever the interconnect's own rate. GPUs 0-4 of a
+  // DGX-1 have no NVLink cycle (GPU 4's only NVLink peer among them is GPU 0), so the one ring
+  // crosses the sockets: busbw 6.0 GB/s, against 5.57 GB/s measured for 1 GiB (collectives.csv,
+  // tartan_pnnl, 5 GPUs); 12.0 GB/s (the PCIe uplinks) before. hkbu-ib's generic Skylake node
+  // (4 GPUs, two under each socket): 10 GB/s. A node without a generation keeps its link's rate.
+  struct Expected {
+    std::string cluster;
+    int gpus;
+    double busbw;
+  };
+  for (const auto& e : {Expected{"dgx1-p100", 5, 6e9}, Expected{"hkbu-ib", 4, 10e9}}) {
+    CAPTURE(e.cluster);
+    Job job(hardware::load_cluster(e.cluster), e.gpus);
+    const double bytes = 1 << 30;
+    const auto r = run_collective(request(CollectiveOp::kAllReduce, bytes), job.comm, "ring");
+    CHECK(r.cost.algorithm == "ring");
+    CHECK(r.busbw == doctest::Approx(e.busbw).epsilon(0.01));
+  }
+  auto cluster = hardware::load_cluster("dgx1-p100");
+  for (auto& g : cluster.groups) g.node.host.generation.clear();
+  Job job(cluster, 5);
+  const auto r = run_collective(request(CollectiveOp::kAllReduce, 1 << 30), job.comm, "ring");
+  CHECK(r.busbw == doctest::Approx(12e9).epsilon(0.01));
 }
 
 TEST_CASE("mpi_ring_allreduce_time_is_its_closed_form_with_latency_once_per_step") {
