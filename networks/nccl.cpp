@@ -88,7 +88,8 @@ double search_bw(const Topology& topo, int id) {
   const auto& l = topo.link(id);
   double bw = l.bandwidth.value();
   if (topo.kind(l.from) == VertexKind::kCpu && topo.kind(l.to) == VertexKind::kCpu) {
-    if (const auto figure = hardware::nccl_inter_cpu_bandwidth(topo.node(topo.slot_of(l.from)).host)) {
+    if (const auto figure =
+            hardware::nccl_inter_cpu_bandwidth(topo.node(topo.slot_of(l.from)).host)) {
       bw = std::min(bw, figure->bandwidth.value());
     }
   }

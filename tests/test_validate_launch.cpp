@@ -155,6 +155,42 @@ TEST_CASE("a_sweep_shares_one_job_array_per_allocation_shape") {
   CHECK(jobs[1].points[0].nodes == 2);
 }
 
+TEST_CASE("a_knob_is_refused_only_where_no_framework_of_the_sweep_reads_it") {
+  auto o = site_options(LaunchFramework::kPytorchDdp);
+  o.frameworks = {LaunchFramework::kPytorchDdp, LaunchFramework::kHorovodPytorch};
+  o.knobs.bucket_cap = dlsim::Bytes{50.0 * 1024 * 1024};
+  o.knobs.fusion_threshold = dlsim::Bytes{32.0 * 1024 * 1024};
+  const auto jobs = val::plan_launch(o);
+  REQUIRE(jobs.size() == 1);
+  const auto& s = jobs[0].script;
+  // DDP's point runs ddp_step.py with the bucket size; Horovod's exports the fusion threshold.
+  CHECK(s.find("'--bucket-cap-mb' '50'") != std::string::npos);
+  CHECK(has_line(s, "  export HOROVOD_FUSION_THRESHOLD=33554432"));
+  struct Refused {
+    std::vector<LaunchFramework> sweep;
+    bool bucket;
+    const char* flag;
+  };
+  for (const auto& r :
+       {Refused{{LaunchFramework::kHorovodPytorch, LaunchFramework::kTfPs}, true, "--bucket-cap"},
+        Refused{
+            {LaunchFramework::kPytorchDdp, LaunchFramework::kTfPs}, false, "--fusion-threshold"}}) {
+    CAPTURE(r.flag);
+    auto x = site_options(r.sweep.front());
+    x.frameworks = r.sweep;
+    if (r.bucket) x.knobs.bucket_cap = dlsim::Bytes{1e6};
+    if (!r.bucket) x.knobs.fusion_threshold = dlsim::Bytes{1e6};
+    try {
+      val::plan_launch(x);
+      FAIL("accepted");
+    } catch (const dlsim::InputError& e) {
+      const std::string what = e.what();
+      CHECK(what.find(r.flag) != std::string::npos);
+      CHECK(what.find("no framework of the sweep") != std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("nothing_from_the_user_reaches_a_shell_line_unquoted") {
   auto o = site_options(LaunchFramework::kPytorchDdp);
   o.script = "/home/user/my train.py";

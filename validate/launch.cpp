@@ -108,6 +108,10 @@ std::vector<std::string> benchmark_args(const LaunchOptions& o, const LaunchPoin
       }
       a.insert(a.end(), {"--device", gpu ? "cuda" : "cpu"});
       if (!o.torch_backend.empty()) a.insert(a.end(), {"--backend", o.torch_backend});
+      if (o.knobs.bucket_cap) {
+        a.insert(a.end(),
+                 {"--bucket-cap-mb", fmt::format("{:g}", o.knobs.bucket_cap->value() / (1 << 20))});
+      }
       return a;
     }
     case LaunchFramework::kHorovodPytorch:
@@ -533,14 +537,25 @@ void validate_launch(const LaunchOptions& o) {
               "Horovod's 'Total img/sec' line or ddp_step.py's JSON line)");
     }
     if (o.script.empty()) benchmark_model_name(f, o.model);  // the benchmark knows the model
-    if (is_horovod(f) && o.knobs.bucket_cap) {
-      fail_at({}, "--bucket-cap", "is PyTorch DDP's; Horovod takes --fusion-threshold");
-    }
-    if (!is_horovod(f) && (o.knobs.fusion_threshold || o.knobs.cycle_time) &&
-        o.frameworks.size() == 1) {
-      fail_at({}, o.knobs.fusion_threshold ? "--fusion-threshold" : "--cycle-time",
-              fmt::format("is Horovod's; {} does not take it", to_string(f)));
-    }
+  }
+  // A knob is refused only where no framework of the sweep reads it; each job sets it for the
+  // frameworks that do (launch_prediction, the scripts).
+  const auto sweep = [&] {
+    std::string names;
+    for (auto f : o.frameworks) names += (names.empty() ? "" : ", ") + std::string(to_string(f));
+    return names;
+  };
+  const auto any = [&](auto reads) {
+    return std::any_of(o.frameworks.begin(), o.frameworks.end(), reads);
+  };
+  if (o.knobs.bucket_cap &&
+      !any([](LaunchFramework f) { return f == LaunchFramework::kPytorchDdp; })) {
+    fail_at({}, "--bucket-cap",
+            fmt::format("is PyTorch DDP's; no framework of the sweep ({}) takes it", sweep()));
+  }
+  if ((o.knobs.fusion_threshold || o.knobs.cycle_time) && !any(is_horovod)) {
+    fail_at({}, o.knobs.fusion_threshold ? "--fusion-threshold" : "--cycle-time",
+            fmt::format("is Horovod's; no framework of the sweep ({}) takes it", sweep()));
   }
   // Slurm's own fields, as dlcalibrate slurm checks them.
   calibrate::SlurmOptions s;

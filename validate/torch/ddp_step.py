@@ -58,7 +58,8 @@ def run(rank, args, init_method, queue, local_rank=0):
     model = getattr(torchvision.models, args.model)(weights=None, **kwargs).train().to(device)
     if args.ranks > 1:
         model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[local_rank] if args.device == "cuda" else None)
+            model, device_ids=[local_rank] if args.device == "cuda" else None,
+            bucket_cap_mb=args.bucket_cap_mb)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     side = MODELS[args.model]
@@ -104,6 +105,8 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cuda: rank r runs on GPU LOCAL_RANK (with --launched)")
+    p.add_argument("--bucket-cap-mb", type=float, default=25.0,
+                   help="DistributedDataParallel's bucket_cap_mb (MiB; PyTorch's default 25)")
     p.add_argument("--backend", choices=("gloo", "nccl", "mpi"), default=None,
                    help="torch.distributed backend (default: nccl on cuda, gloo on cpu)")
     p.add_argument("--launched", action="store_true",
@@ -167,6 +170,7 @@ def main():
     print(json.dumps({
         "kind": "pytorch-ddp-step", "model": args.model, "batch_per_rank": args.batch,
         "ranks": args.ranks, "threads_per_rank": args.threads or torch.get_num_threads(), "backend": args.backend,
+        "bucket_cap_mb": args.bucket_cap_mb,
         "device": args.device,
         "optimizer": "sgd momentum 0.9", "warmup_steps": args.warmup, "step_times_s": times,
         "step_s": mean, "samples_per_s": args.batch * args.ranks / mean,
