@@ -356,31 +356,41 @@ struct InterCpu {
   double gbps;
   std::string constant;
 };
-// ncclTopoGetInterCpuBw and the CPU models of ncclTopoAddCpu (src/graph/topo.cc).
-InterCpu inter_cpu(const Cpu& c) {
-  if (c.arch == "ppc64") return {"smp", 32, "P9_BW"};
-  if (c.arch == "arm64") return {"smp", 6, "ARM_BW"};
+// The dump's CPU as the vendor and generation NCCL tells apart (the CPU models of ncclTopoAddCpu,
+// src/graph/topo.cc); the generation stays empty for a CPU NCCL has no figure for.
+hardware::HostSpec nccl_host(const Cpu& c) {
+  hardware::HostSpec h;
+  if (c.arch == "ppc64") h.vendor = "power";
+  if (c.arch == "arm64") h.vendor = "arm";
   if (c.arch == "x86_64" && c.vendor == "GenuineIntel") {
     const int m = c.model;
-    if (c.family == 6 && (m >= 0xCF || m == 0xAD || m == 0xAE || m == 0xAF)) {
-      return {"qpi", 40, "ERP_QPI_BW"};
-    }
-    if (c.family == 6 && m >= 0x8F) return {"qpi", 22, "SRP_QPI_BW"};
-    if (c.family == 6 && m >= 0x55) return {"qpi", 10, "SKL_QPI_BW"};
-    return {"qpi", 6, "BDW_QPI_BW"};
+    h.generation = c.family == 6 && (m >= 0xCF || m == 0xAD || m == 0xAE || m == 0xAF)
+                       ? "emerald-rapids"
+                   : c.family == 6 && m >= 0x8F ? "sapphire-rapids"
+                   : c.family == 6 && m >= 0x55 ? "skylake"
+                                                : "broadwell";
   }
   if (c.arch == "x86_64" && c.vendor == "AuthenticAMD") {
+    h.vendor = "amd";
     const int f = c.family;
-    if (f == 0xBF || f == 26) return {"xgmi", 32, "AMD_ZEN5_BW"};
-    if (f == 0xAF || f == 25) return {"xgmi", 24, "AMD_ZEN34_BW"};
-    return {"xgmi", 16, "AMD_ZEN12_BW"};
+    h.generation = f == 0xBF || f == 26 ? "zen5" : f == 0xAF || f == 25 ? "zen3" : "zen2";
   }
+  return h;
+}
+
+// The link between the sockets: NCCL's figure (ncclTopoGetInterCpuBw), the link type named after
+// the interconnect.
+InterCpu inter_cpu(const Cpu& c) {
   if (c.arch == "x86_64" && (c.vendor == "CentaurHauls" || c.vendor == "  Shanghai  ")) {
     if (c.family == 7 && c.model == 0x5B) return {"zpi", 9, "YONGFENG_ZPI_BW"};
     return {"zpi", 6, "ZPI_BW"};
   }
+  const auto host = nccl_host(c);
+  const auto figure = hardware::nccl_inter_cpu_bandwidth(host);
   // NCCL leaves an unknown CPU at LOC_BW (no limit between sockets).
-  return {"smp", 5000, "LOC_BW"};
+  if (!figure) return {"smp", 5000, "LOC_BW"};
+  const std::string type = host.vendor == "intel" ? "qpi" : host.vendor == "amd" ? "xgmi" : "smp";
+  return {type, figure->bandwidth.value() / 1e9, figure->constant};
 }
 
 std::string cpu_text(const Fabric& f) {

@@ -541,9 +541,9 @@ void validate_launch(const LaunchOptions& o) {
   // A knob is refused only where no framework of the sweep reads it; each job sets it for the
   // frameworks that do (launch_prediction, the scripts).
   const auto sweep = [&] {
-    std::string names;
-    for (auto f : o.frameworks) names += (names.empty() ? "" : ", ") + std::string(to_string(f));
-    return names;
+    std::vector<std::string> names;
+    for (auto f : o.frameworks) names.emplace_back(to_string(f));
+    return join(names, ", ");
   };
   const auto any = [&](auto reads) {
     return std::any_of(o.frameworks.begin(), o.frameworks.end(), reads);
