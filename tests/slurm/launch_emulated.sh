@@ -67,11 +67,18 @@ for rate in 1gbit 10gbit; do
     -o "$OUT/gloo-$rate.jsonl" >"$OUT/gloo-$rate.log" 2>&1 || { cat "$OUT/gloo-$rate.log"; exit 1; }
   for b in "${batch_list[@]}"; do
     # The layer table right before its job (the two nodes run this machine's CPU), so that the
-    # machine's drift falls between runs, not between a prediction and its measurement.
-    rm -f "$OUT/torch-$rate-$b.jsonl"
+    # machine's drift falls between runs, not between a prediction and its measurement. Two
+    # tables are measured at once, one on each core: each rank of the job computes with the
+    # other rank busy on the other core, and so does the table the fit takes (the second one
+    # only keeps that core busy; tests/torch_ddp.sh does the same with a one-rank job).
+    rm -f "$OUT/torch-$rate-$b.jsonl" "$OUT/torch-$rate-$b-beside.jsonl"
+    "$DLCAL" run torch --model "$MODEL" --batch "$b" --threads 1 -w 2 -n 5 \
+      -o "$OUT/torch-$rate-$b-beside.jsonl" 2>"$OUT/torch-$rate-$b-beside.log" &
+    beside=$!
     "$DLCAL" run torch --model "$MODEL" --batch "$b" --threads 1 -w 2 -n 5 \
       -o "$OUT/torch-$rate-$b.jsonl" 2>"$OUT/torch-$rate-$b.log" ||
       { cat "$OUT/torch-$rate-$b.log"; exit 1; }
+    wait "$beside" || { cat "$OUT/torch-$rate-$b-beside.log"; exit 1; }
     "$DLCAL" fit "$OUT/torch-$rate-$b.jsonl" "$OUT/gloo-$rate.jsonl" \
       -o "$OUT/emulated-$rate-$b.yaml" >"$OUT/fit-$rate-$b.log" 2>&1 ||
       { cat "$OUT/fit-$rate-$b.log"; exit 1; }
