@@ -288,13 +288,21 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
       const double top = *std::max_element(mem.rate.begin(), mem.rate.end());
       if (mem.rate.back() < 0.8 * top && mem.size.size() >= 3) {
         // Rates that fall with size are caches giving way to memory (a CPU): the bandwidth is
-        // that of the largest arrays, beyond the last-level cache.
-        std::vector<double> tail(mem.rate.end() - 3, mem.rate.end());
+        // that of the largest arrays, beyond the last-level cache: the median of the plateau the
+        // largest sizes reach (up to 3 of them, each within 25 % of the largest size's rate).
+        const std::size_t n = mem.size.size();
+        std::size_t from = n - 1;
+        while (from > 0 && n - from < 3 && std::abs(mem.rate[from - 1] - mem.rate.back()) <=
+                                                 0.25 * mem.rate.back()) {
+          --from;
+        }
+        std::vector<double> tail(mem.rate.begin() + static_cast<std::ptrdiff_t>(from),
+                                 mem.rate.end());
         std::sort(tail.begin(), tail.end());
         SaturatingFit f;
-        f.rate = tail[1];
-        f.points = 3;
-        for (std::size_t i = mem.size.size() - 3; i < mem.size.size(); ++i) {
+        f.rate = tail[tail.size() / 2];
+        f.points = tail.size();
+        for (std::size_t i = from; i < n; ++i) {
           const double e = std::abs(mem.rate[i] - f.rate) / mem.rate[i];
           if (e > f.worst_relative_error) {
             f.worst_relative_error = e;
@@ -303,9 +311,17 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
         }
         out.report.push_back(fmt::format(
             "{} memory: rates fall from {:.1f} to {:.1f} GB/s as arrays outgrow the caches; the "
-            "bandwidth is the median of the 3 largest sizes ({} .. {} B per call)",
-            backend, top / 1e9, mem.rate.back() / 1e9, mem.size[mem.size.size() - 3],
+            "bandwidth is the median of the {} largest size(s) on that plateau ({} .. {} B per "
+            "call)",
+            backend, top / 1e9, mem.rate.back() / 1e9, tail.size(), mem.size[from],
             mem.size.back()));
+        if (tail.size() < 3) {
+          out.report.push_back(fmt::format(
+              "{} memory: warning: the rate still falls at the largest sizes ({:.1f} GB/s at {} B "
+              "per call, {:.1f} GB/s before): measure larger arrays (run cpu --ops copy -e) for "
+              "the memory's own rate",
+              backend, mem.rate.back() / 1e9, mem.size.back(), mem.rate[n - 2] / 1e9));
+        }
         m = f;
       } else {
         m = fit_saturating(mem.size, mem.rate);
