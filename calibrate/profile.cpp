@@ -292,8 +292,8 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
         // largest sizes reach (up to 3 of them, each within 25 % of the largest size's rate).
         const std::size_t n = mem.size.size();
         std::size_t from = n - 1;
-        while (from > 0 && n - from < 3 && std::abs(mem.rate[from - 1] - mem.rate.back()) <=
-                                                 0.25 * mem.rate.back()) {
+        while (from > 0 && n - from < 3 &&
+               std::abs(mem.rate[from - 1] - mem.rate.back()) <= 0.25 * mem.rate.back()) {
           --from;
         }
         std::vector<double> tail(mem.rate.begin() + static_cast<std::ptrdiff_t>(from),
