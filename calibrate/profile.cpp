@@ -316,10 +316,10 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
             backend, top / 1e9, mem.rate.back() / 1e9, tail.size(), mem.size[from],
             mem.size.back()));
         if (tail.size() < 3) {
-          out.report.push_back(fmt::format(
-              "{} memory: warning: the rate still falls at the largest sizes ({:.1f} GB/s at {} B "
-              "per call, {:.1f} GB/s before): measure larger arrays (run cpu --ops copy -e) for "
-              "the memory's own rate",
+          out.warnings.push_back(fmt::format(
+              "{} memory: the rate still falls at the largest sizes ({:.1f} GB/s at {} B per "
+              "call, {:.1f} GB/s before): measure larger arrays (run cpu --ops copy -e) for the "
+              "memory's own rate",
               backend, mem.rate.back() / 1e9, mem.size.back(), mem.rate[n - 2] / 1e9));
         }
         m = f;

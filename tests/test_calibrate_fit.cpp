@@ -384,9 +384,11 @@ cal::FittedProfile fit_copies(const std::vector<double>& rates) {
   return cal::fit_profile({r}, o);
 }
 
+// Everything the fit says: its report lines, then its warnings.
 std::string report(const cal::FittedProfile& f) {
   std::string all;
   for (const auto& line : f.report) all += line + "\n";
+  for (const auto& line : f.warnings) all += line + "\n";
   return all;
 }
 
