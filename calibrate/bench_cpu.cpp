@@ -28,6 +28,7 @@
 #include "calibrate/bench_cpu.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <Eigen/Core>
 #include <algorithm>

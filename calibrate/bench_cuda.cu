@@ -51,6 +51,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 #include "hardware/render.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <algorithm>
 #include <vector>
 

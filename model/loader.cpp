@@ -1,6 +1,7 @@
 #include "model/loader.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <deque>
 #include <filesystem>
 #include <set>

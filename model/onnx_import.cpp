@@ -22,6 +22,7 @@
 
 #include <dlsim_onnx/onnx.pb.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <yaml-cpp/yaml.h>

@@ -1,6 +1,7 @@
 #include "model/op.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace dlsim::model {
 

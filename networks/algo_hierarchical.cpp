@@ -7,6 +7,7 @@
 // at the same time.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <algorithm>
 
 #include "networks/algorithms.hpp"

@@ -8,6 +8,7 @@
 #include "networks/nccl.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,7 @@
 #include "simulator/compare.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>

@@ -1,6 +1,7 @@
 #include "simulator/engine.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <algorithm>
 
 #include "common/error.hpp"

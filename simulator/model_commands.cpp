@@ -2,6 +2,7 @@
 #include "common/json_text.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sstream>
 
 #include "common/cli.hpp"
