@@ -759,17 +759,25 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
     const auto precision_field = [](const std::string& p) {
       return p == "fp32" ? std::string() : fmt::format(", precision: {}", p);
     };
-    // (signature, batch, threads, precision) -> (forward, backward) in s.
-    std::map<std::tuple<std::string, std::string, std::string, std::string>,
-             std::pair<double, double>>
-        layers;
+    // (signature, batch, threads, precision) -> forward and backward in s, and the host's time
+    // issuing each where measured (0 otherwise).
+    struct LayerTimes {
+      double forward = 0, backward = 0, forward_host = 0, backward_host = 0;
+    };
+    std::map<std::tuple<std::string, std::string, std::string, std::string>, LayerTimes> layers;
     std::vector<std::string> updates;
     std::set<std::string> threads, models, precisions, devices;
     for (const auto& m : ms) {
       if (m.backend != "torch") continue;
       if (m.op == "layer_forward" || m.op == "layer_backward") {
         auto& e = layers[{m.shape, param(m, "batch"), param(m, "threads"), precision(m)}];
-        (m.op == "layer_forward" ? e.first : e.second) = stat(m);
+        (m.op == "layer_forward" ? e.forward : e.backward) = stat(m);
+        if (!m.host_samples_s.empty()) {
+          // The same statistic as the GPU's times: the host's cost without its own stalls.
+          Measurement h = m;
+          h.samples_s = m.host_samples_s;
+          (m.op == "layer_forward" ? e.forward_host : e.backward_host) = stat(h);
+        }
         threads.insert(param(m, "threads"));
         models.insert(param(m, "model"));
         precisions.insert(precision(m));
@@ -808,14 +816,18 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
       std::size_t half = 0;
       for (const auto& [key, t] : layers) {
         const auto& [signature, batch, thr, prec] = key;
-        if (!(t.first > 0) || !(t.second > 0)) {
+        if (!(t.forward > 0) || !(t.backward > 0)) {
           ++half;
           continue;
         }
+        const std::string host = t.forward_host > 0 && t.backward_host > 0
+                                     ? fmt::format(", forward_host: {}, backward_host: {}",
+                                                   us(t.forward_host), us(t.backward_host))
+                                     : std::string();
         y += fmt::format(
             "        - {{layer: {}, batch: {}, threads: {}{}, forward: {}, backward: "
-            "{}}}\n",
-            q(signature), batch, thr, precision_field(prec), us(t.first), us(t.second));
+            "{}{}}}\n",
+            q(signature), batch, thr, precision_field(prec), us(t.forward), us(t.backward), host);
       }
       if (half > 0) {
         out.warnings.push_back(fmt::format(

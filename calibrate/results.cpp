@@ -107,6 +107,7 @@ nlohmann::json to_json(const Measurement& m) {
   if (m.flops > 0) j["flops"] = m.flops;
   if (!m.shape.empty()) j["shape"] = m.shape;
   if (!m.params.empty()) j["params"] = m.params;
+  if (!m.host_samples_s.empty()) j["host_samples_s"] = m.host_samples_s;
   // Derived values, for readers of the file; recomputed from the samples when read.
   j["time_s"] = {{"min", m.min_s()}, {"median", m.median_s()}, {"max", m.max_s()}};
   if (m.bytes > 0) {
@@ -153,6 +154,7 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
                                                 "bytes",
                                                 "dtype",
                                                 "samples_s",
+                                                "host_samples_s",
                                                 "flops",
                                                 "shape",
                                                 "params",
@@ -189,6 +191,20 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
   }
   if (!(m.flops >= 0 && m.flops <= kMaxFlops.value())) {
     fail_at({where}, "flops", fmt::format("must be in 0 .. 1e24 FLOP, got {}", m.flops));
+  }
+  if (j.contains("host_samples_s")) {
+    m.host_samples_s = get<std::vector<double>>(j, "host_samples_s", where);
+    if (m.host_samples_s.size() != m.samples_s.size()) {
+      fail_at({where}, "host_samples_s",
+              fmt::format("has {} samples where samples_s has {}", m.host_samples_s.size(),
+                          m.samples_s.size()));
+    }
+    for (double s : m.host_samples_s) {
+      if (!(s > 0 && s <= kMaxSeconds.value())) {
+        fail_at({where}, "host_samples_s",
+                fmt::format("every sample must be a positive time in s (at most 1e6), got {}", s));
+      }
+    }
   }
   if (m.samples_s.empty()) fail_at({where}, "samples_s", "has no samples");
   for (double s : m.samples_s) {

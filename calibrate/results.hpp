@@ -52,6 +52,9 @@ struct Measurement {
   std::string shape;  // compute operations: e.g. "m=256 n=1024 k=4096"
   std::string dtype = "float32";
   std::vector<double> samples_s;  // s, one per timed repetition (or the one reported time)
+  // s, one per timed repetition where measured: the host's wall-clock time issuing the
+  // operation's GPU work (layer_forward and layer_backward on CUDA); empty otherwise.
+  std::vector<double> host_samples_s;
   std::map<std::string, std::string> params;  // algorithm, protocol, peer pair, source line...
 
   double min_s() const;

@@ -128,7 +128,8 @@ void add_run_torch(CLI::App& run, const std::string& command_line) {
   c->add_option("--device", o->device, "cpu, or cuda (a libtorch built with CUDA)")
       ->capture_default_str();
   c->add_option("--precision", o->precision,
-                "fp32, or amp (forward under autocast float16 with a gradient scaler; cuda)")
+                "fp32 (TF32 off); on cuda also tf32 (TF32 in cuBLAS and cuDNN), amp (forward "
+                "under autocast float16 with a gradient scaler) or bf16 (autocast bfloat16)")
       ->capture_default_str();
   c->add_option("-n,--iters", o->iters, "Timed steps per batch size")->capture_default_str();
   c->add_option("-w,--warmup", o->warmup, "Untimed steps first")->capture_default_str();

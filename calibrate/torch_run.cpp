@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -20,8 +21,10 @@ void check_torch_step(const TorchStepOptions& options) {
   if (options.threads < 1) {
     fail_at({}, "--threads", fmt::format("must be at least 1, got {}", options.threads));
   }
-  if (options.amp && !options.cuda) {
-    fail_at({}, "--precision", "amp runs on a CUDA device only (--device cuda)");
+  if (options.precision != TorchStepOptions::Precision::kFp32 && !options.cuda) {
+    fail_at(
+        {}, "--precision",
+        fmt::format("{} runs on a CUDA device only (--device cuda)", to_string(options.precision)));
   }
   if (!have_torch()) {
     fail_at({}, "--device",
@@ -34,6 +37,49 @@ void check_torch_step(const TorchStepOptions& options) {
   }
 }
 
+std::optional<TorchStepOptions::Precision> parse_torch_precision(const std::string& s) {
+  using P = TorchStepOptions::Precision;
+  if (s == "fp32") return P::kFp32;
+  if (s == "tf32") return P::kTf32;
+  if (s == "amp") return P::kAmp;
+  if (s == "bf16") return P::kBf16;
+  return std::nullopt;
+}
+
+std::string to_string(TorchStepOptions::Precision p) {
+  using P = TorchStepOptions::Precision;
+  switch (p) {
+    case P::kTf32:
+      return "tf32";
+    case P::kAmp:
+      return "amp";
+    case P::kBf16:
+      return "bf16";
+    case P::kFp32:
+      break;
+  }
+  return "fp32";
+}
+
+namespace {
+
+std::string precision_words(TorchStepOptions::Precision p) {
+  using P = TorchStepOptions::Precision;
+  switch (p) {
+    case P::kTf32:
+      return "float32 with TF32 in cuBLAS and cuDNN";
+    case P::kAmp:
+      return "float32 parameters, forward under autocast(float16), GradScaler";
+    case P::kBf16:
+      return "float32 parameters, forward under autocast(bfloat16), no scaler";
+    case P::kFp32:
+      break;
+  }
+  return "float32 (TF32 off)";
+}
+
+}  // namespace
+
 std::size_t run_torch(const TorchRunOptions& o, const std::string& path,
                       const std::string& command_line, std::ostream* log) {
   if (o.threads < 1 || o.threads > 4096) {
@@ -44,13 +90,14 @@ std::size_t run_torch(const TorchRunOptions& o, const std::string& path,
   if (o.device != "cpu" && o.device != "cuda") {
     fail_at({}, "--device", fmt::format("'{}' is not cpu or cuda", o.device));
   }
-  if (o.precision != "fp32" && o.precision != "amp") {
-    fail_at({}, "--precision", fmt::format("'{}' is not fp32 or amp", o.precision));
+  const auto precision = parse_torch_precision(o.precision);
+  if (!precision) {
+    fail_at({}, "--precision", fmt::format("'{}' is not fp32, tf32, amp or bf16", o.precision));
   }
   TorchStepOptions step_options;
   step_options.threads = o.threads;
   step_options.cuda = o.device == "cuda";
-  step_options.amp = o.precision == "amp";
+  step_options.precision = *precision;
   if (std::error_code ec; std::filesystem::exists(path, ec)) {
     fail_at({path}, "", "already exists (choose another name)");
   }
@@ -63,12 +110,11 @@ std::size_t run_torch(const TorchRunOptions& o, const std::string& path,
       "libtorch step of {}: every layer's ATen call at the model's shapes, {} on {}, {} intra-op "
       "thread(s); {} untimed then {} timed steps per batch size; each layer's forward and "
       "backward timed on its own (its inputs enter as leaves), {}",
-      graph.name(),
-      step_options.amp ? "float32 parameters, forward under autocast(float16), GradScaler"
-                       : "float32 (TF32 off)",
-      o.device, o.threads, o.warmup, o.iters,
-      step_options.cuda ? "CUDA events between layers on the stream (no synchronization)"
-                        : "wall clock"));
+      graph.name(), precision_words(step_options.precision), o.device, o.threads, o.warmup, o.iters,
+      step_options.cuda
+          ? "CUDA events between layers on the stream (no synchronization); host_samples_s: "
+            "the host's wall clock from the layer's first call to its end event's record"
+          : "wall clock"));
   ResultsWriter out(path, prov);
   std::size_t written = 0;
   for (const auto batch : o.batches) {
@@ -83,6 +129,7 @@ std::size_t run_torch(const TorchRunOptions& o, const std::string& path,
     }
     // Each timed step's per-layer times: the sums after it minus those before.
     std::vector<std::vector<double>> fwd(stats.layers.size()), bwd(stats.layers.size());
+    std::vector<std::vector<double>> fwd_host(stats.layers.size()), bwd_host(stats.layers.size());
     std::vector<double> update_s;
     step->start_layer_timing();
     std::vector<LayerTime> before = step->layer_times();
@@ -97,6 +144,8 @@ std::size_t run_torch(const TorchRunOptions& o, const std::string& path,
       for (std::size_t l = 0; l < after.size(); ++l) {
         fwd[l].push_back(after[l].forward_s - before[l].forward_s);
         bwd[l].push_back(after[l].backward_s - before[l].backward_s);
+        fwd_host[l].push_back(after[l].forward_host_s - before[l].forward_host_s);
+        bwd_host[l].push_back(after[l].backward_host_s - before[l].backward_host_s);
       }
       before = after;
     }
@@ -120,6 +169,16 @@ std::size_t run_torch(const TorchRunOptions& o, const std::string& path,
           double sum = 0;
           for (auto l : layers) sum += (forward ? fwd : bwd)[l][static_cast<std::size_t>(i)];
           m.samples_s.push_back(sum / static_cast<double>(layers.size()));
+          double host = 0;
+          for (auto l : layers) {
+            host += (forward ? fwd_host : bwd_host)[l][static_cast<std::size_t>(i)];
+          }
+          m.host_samples_s.push_back(host / static_cast<double>(layers.size()));
+        }
+        // The host's times where they were measured (CUDA events): all positive or none.
+        if (std::any_of(m.host_samples_s.begin(), m.host_samples_s.end(),
+                        [](double x) { return !(x > 0); })) {
+          m.host_samples_s.clear();
         }
         m.params["batch"] = std::to_string(batch);
         m.params["threads"] = std::to_string(o.threads);

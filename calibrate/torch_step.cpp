@@ -6,6 +6,7 @@
 #include <c10/core/Event.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -24,6 +25,7 @@ namespace dlsim::calibrate {
 namespace {
 
 using Kind = OpKind;
+using StepPrecision = TorchStepOptions::Precision;
 
 const std::map<std::string, OpKind>& kinds() { return step_op_kinds(); }
 
@@ -66,22 +68,25 @@ double elapsed_s(const E& from, const E& to) {
   }
 }
 
-// fp32 as full fp32 (no TF32 in cuBLAS or cuDNN); false where this libtorch has no switch.
+// TF32 in cuBLAS and cuDNN on or off; false where this libtorch has no switch.
 template <class C>
-bool full_fp32(C& context) {
+bool set_tf32(C& context, bool on) {
   if constexpr (Tf32Switch<C>) {
-    context.setAllowTF32CuBLAS(false);
-    context.setAllowTF32CuDNN(false);
+    context.setAllowTF32CuBLAS(on);
+    context.setAllowTF32CuDNN(on);
     return true;
   } else {
     return false;
   }
 }
 
-void set_autocast(bool on) {
+// Autocast on CUDA to `dtype` (float16 or bfloat16), or off.
+void set_autocast(bool on, at::ScalarType dtype) {
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  if (on) at::autocast::set_autocast_dtype(at::kCUDA, dtype);
   at::autocast::set_autocast_enabled(at::kCUDA, on);
 #else
+  if (on) at::autocast::set_autocast_gpu_dtype(dtype);
   at::autocast::set_enabled(on);
 #endif
   if (!on) at::autocast::clear_cache();
@@ -113,6 +118,7 @@ struct LayerState {
   // call (threshold_backward), or none for add.
   bool in_place = false;
   double forward_s = 0, backward_s = 0;
+  double forward_host_s = 0, backward_host_s = 0;  // on CUDA: the host's time issuing it
 };
 
 class TorchStep final : public TrainingStep {
@@ -125,7 +131,7 @@ class TorchStep final : public TrainingStep {
     torch::manual_seed(seed);
     if (options.cuda) {
       at::globalContext().setBenchmarkCuDNN(true);  // cuDNN picks its fastest algorithm per shape
-      tf32_off_ = full_fp32(at::globalContext());
+      tf32_set_ = set_tf32(at::globalContext(), options.precision == StepPrecision::kTf32);
       device_ = at::Device(at::kCUDA, 0);
       if constexpr (EventTimer<c10::Event>) {
         for (std::size_t i = 0; i <= graph.size(); ++i) {
@@ -137,14 +143,14 @@ class TorchStep final : public TrainingStep {
   }
 
   void forward() override {
-    if (options_.amp) set_autocast(true);
+    if (options_.autocast()) set_autocast(true, autocast_dtype());
     pass_start();
     for (auto v : graph_.order()) {
       const auto t0 = layer_start();
       forward(v);
       layer_end(v, t0, &LayerState::forward_s);
     }
-    if (options_.amp) set_autocast(false);
+    if (options_.autocast()) set_autocast(false, autocast_dtype());
     pass_end(&LayerState::forward_s);
   }
 
@@ -179,7 +185,7 @@ class TorchStep final : public TrainingStep {
     at::NoGradGuard no_grad;
     if (options_.cuda) {
       bool step = true;
-      if (options_.amp) {
+      if (options_.scaler()) {
         found_inf_.zero_();
         at::_amp_foreach_non_finite_check_and_unscale_(
             grads_, found_inf_, loss_scale_.to(at::kDouble).reciprocal().to(at::kFloat));
@@ -190,7 +196,7 @@ class TorchStep final : public TrainingStep {
         at::_foreach_add_(momenta_, grads_, scale);
         at::_foreach_add_(values_, momenta_, -kLearningRate);
       }
-      if (options_.amp) {
+      if (options_.scaler()) {
         at::_amp_update_scale_(loss_scale_, growth_tracker_, found_inf_, 2.0, 0.5, 2000);
       }
       torch::cuda::synchronize();
@@ -230,8 +236,11 @@ class TorchStep final : public TrainingStep {
   std::string device() const override {
     if (options_.cuda) {
       return fmt::format("cuda:0 (libtorch {}, {}{})", torch_version(),
-                         options_.amp ? "amp float16" : "float32",
-                         options_.amp || tf32_off_ ? "" : ", TF32 as the library defaults");
+                         options_.precision == StepPrecision::kAmp    ? "amp float16"
+                         : options_.precision == StepPrecision::kBf16 ? "amp bfloat16"
+                         : options_.precision == StepPrecision::kTf32 ? "float32 with TF32"
+                                                                      : "float32",
+                         options_.autocast() || tf32_set_ ? "" : ", TF32 as the library defaults");
     }
     return fmt::format("cpu (libtorch {}, {} thread{})", torch_version(), options_.threads,
                        options_.threads == 1 ? "" : "s");
@@ -260,19 +269,24 @@ class TorchStep final : public TrainingStep {
 
   void start_layer_timing() override {
     timing_ = true;
-    for (auto& s : layers_) s.forward_s = s.backward_s = 0;
+    for (auto& s : layers_) s.forward_s = s.backward_s = s.forward_host_s = s.backward_host_s = 0;
   }
   std::vector<LayerTime> layer_times() override {
     std::vector<LayerTime> out;
     for (auto v : graph_.order()) {
-      out.push_back(
-          {graph_.layer(v).name, layers_[v].op, layers_[v].forward_s, layers_[v].backward_s});
+      const auto& s = layers_[v];
+      out.push_back({graph_.layer(v).name, s.op, s.forward_s, s.backward_s, s.forward_host_s,
+                     s.backward_host_s});
     }
     return out;
   }
 
  private:
   static constexpr double kLearningRate = 0.01;
+
+  at::ScalarType autocast_dtype() const {
+    return options_.precision == StepPrecision::kBf16 ? at::kBFloat16 : at::kHalf;
+  }
 
   void build();
   void forward(std::size_t v);
@@ -299,6 +313,10 @@ class TorchStep final : public TrainingStep {
     if (!timing_) return;
     if (events()) {
       events_[v].record(stream());
+      // The host's time issuing the layer's kernels (its ATen calls return once they are
+      // queued): the dispatch cost that bounds a step whose kernels are shorter.
+      layers_[v].*(sum == &LayerState::forward_s ? &LayerState::forward_host_s
+                                                 : &LayerState::backward_host_s) += since(t0);
       return;
     }
     if (options_.cuda) torch::cuda::synchronize();
@@ -321,7 +339,7 @@ class TorchStep final : public TrainingStep {
   std::int64_t batch_;
   TorchStepOptions options_;
   at::Device device_ = at::Device(at::kCPU);
-  bool tf32_off_ = false;
+  bool tf32_set_ = false;  // TF32 switched as the precision asks
   bool timing_ = false;
   std::vector<LayerState> layers_;
   std::vector<GradientBuffer> gradients_;
@@ -415,7 +433,7 @@ void TorchStep::build() {
       momenta_.push_back(p.momentum);
     }
   }
-  if (options_.amp) {
+  if (options_.scaler()) {
     loss_scale_ = torch::full({1}, 65536.0, f32);  // GradScaler's init_scale
     growth_tracker_ = torch::zeros({1}, i64.dtype(torch::kInt32));
     found_inf_ = torch::zeros({1}, f32);
@@ -602,7 +620,7 @@ void TorchStep::backward(std::size_t v) {
   if (s.kind == Kind::kInput || !graph_.layer(v).requires_grad) return;
   if (s.kind == Kind::kLoss) {
     // d(sum of losses) / d(loss), times the loss scale under amp (GradScaler.scale(loss)).
-    s.grad = options_.amp ? at::ones_like(s.out) * loss_scale_ : at::ones_like(s.out);
+    s.grad = options_.scaler() ? at::ones_like(s.out) * loss_scale_ : at::ones_like(s.out);
   }
   if (s.in_place) {
     if (!s.grad.defined()) return;

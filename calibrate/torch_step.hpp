@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,10 +30,20 @@ std::string torch_version();
 struct TorchStepOptions {
   int threads = 1;    // intra-op threads (torch::set_num_threads, process-wide)
   bool cuda = false;  // the kernels on CUDA device 0 instead of the CPU
-  // The forward pass under autocast to float16 with a gradient scaler, as a PyTorch program
-  // with torch.autocast("cuda", float16) and torch.amp.GradScaler runs it (CUDA only).
-  bool amp = false;
+  // fp32: full float32 (TF32 off in cuBLAS and cuDNN). tf32: float32 tensors with TF32 tensor
+  // cores in cuBLAS and cuDNN (torch.backends.{cuda.matmul,cudnn}.allow_tf32 = True). amp: the
+  // forward pass under autocast to float16 with a gradient scaler, as torch.autocast("cuda",
+  // float16) with torch.amp.GradScaler. bf16: the forward pass under autocast to bfloat16,
+  // without a scaler (bfloat16 has float32's exponent range). All but fp32 need CUDA.
+  enum class Precision { kFp32, kTf32, kAmp, kBf16 };
+  Precision precision = Precision::kFp32;
+  bool autocast() const { return precision == Precision::kAmp || precision == Precision::kBf16; }
+  bool scaler() const { return precision == Precision::kAmp; }
 };
+
+// "fp32", "tf32", "amp" or "bf16" as a precision, nullopt otherwise.
+std::optional<TorchStepOptions::Precision> parse_torch_precision(const std::string& s);
+std::string to_string(TorchStepOptions::Precision p);
 
 // Whether this build's libtorch sees a CUDA device.
 bool torch_has_cuda();

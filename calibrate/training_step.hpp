@@ -26,6 +26,8 @@ struct GradientBuffer {
 struct LayerTime {
   std::string layer, op;
   double forward_s = 0, backward_s = 0;
+  // On a GPU, the host's wall-clock time issuing the layer's kernels (zero where not measured).
+  double forward_host_s = 0, backward_host_s = 0;
 };
 
 class TrainingStep {

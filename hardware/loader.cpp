@@ -258,7 +258,9 @@ GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
     if (!e.has("precision")) return "fp32";
     const auto c = e.child("precision");
     const auto p = text(c);
-    if (p != "fp32" && p != "amp" && p != "fp16") c.fail("must be fp32, amp or fp16");
+    if (p != "fp32" && p != "tf32" && p != "amp" && p != "bf16" && p != "fp16") {
+      c.fail("must be fp32, tf32, amp, bf16 or fp16");
+    }
     return p;
   };
   if (n.has("layers")) {
@@ -277,6 +279,10 @@ GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
       k.precision = table_precision(e);
       k.forward = positive_time(e.child("forward"));
       k.backward = positive_time(e.child("backward"));
+      if (e.has("forward_host") || e.has("backward_host")) {
+        k.forward_host = positive_time(e.child("forward_host"));
+        k.backward_host = positive_time(e.child("backward_host"));
+      }
       e.finish();
       g.kernels.push_back(std::move(k));
     }

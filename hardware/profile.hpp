@@ -40,8 +40,12 @@ struct KernelEntry {
   std::string layer;  // model::layer_signature
   std::int64_t batch = 1;
   int threads = 1;
-  std::string precision = "fp32";  // the training precision it was measured in: fp32, amp
+  // The training precision it was measured in: fp32, tf32, amp (float16 autocast), bf16
+  // (bfloat16 autocast), fp16.
+  std::string precision = "fp32";
   Seconds forward, backward;
+  // The host's time issuing the layer's kernels in each pass, where measured (0 otherwise).
+  Seconds forward_host{}, backward_host{};
 };
 
 // The optimizer step measured over a whole model's parameters (SGD with momentum, fp32): one
@@ -50,7 +54,7 @@ struct UpdateEntry {
   std::int64_t elements = 0;
   std::int64_t tensors = 0;
   int threads = 1;
-  std::string precision = "fp32";  // amp: GradScaler's unscale and overflow check included
+  std::string precision = "fp32";  // as KernelEntry's; amp: GradScaler's unscale included
   Seconds time;
 };
 

@@ -57,8 +57,10 @@ expect_failure "--threads: must be in 1..4096, got 0" -o r.jsonl run torch --thr
 expect_failure "--iters: must be at least 1, got 0" -o r.jsonl run torch -n 0
 expect_failure "unknown" -o r.jsonl run torch --model resnet5
 expect_failure "--device: 'gpu' is not cpu or cuda" -o r.jsonl run torch --device gpu
-expect_failure "--precision: 'bf16' is not fp32 or amp" -o r.jsonl run torch --precision bf16
+expect_failure "--precision: 'fp8' is not fp32, tf32, amp or bf16" -o r.jsonl run torch --precision fp8
 expect_failure "--precision: amp runs on a CUDA device only (--device cuda)" -o r.jsonl run torch --precision amp
+expect_failure "--precision: tf32 runs on a CUDA device only (--device cuda)" -o r.jsonl run torch --precision tf32
+expect_failure "--precision: bf16 runs on a CUDA device only (--device cuda)" -o r.jsonl run torch --precision bf16
 # run gloo as one rank of a launched job: the rank and rank count come from the launcher (a
 # build without gloo refuses every run gloo with its own one line, checked by calibrate.gloo).
 unset SLURM_PROCID SLURM_NTASKS RANK WORLD_SIZE

@@ -82,7 +82,9 @@ TEST_CASE("results stream to a file line by line and read back unchanged") {
     // Written and flushed at once: a reader sees it before the writer is done.
     const auto mid = cal::read_results(p.string());
     CHECK(mid.measurements.size() == 1);
-    w.add(allreduce(2048, {2e-5}));
+    auto with_host = allreduce(2048, {2e-5});
+    with_host.host_samples_s = {3e-6};  // the host's time issuing it, where measured
+    w.add(with_host);
     prov.load_after = 0.7;
     prov.notes = {"buffers touched before timing"};
     w.finish(prov);
@@ -98,6 +100,8 @@ TEST_CASE("results stream to a file line by line and read back unchanged") {
   CHECK(r.measurements[0].samples_s == std::vector<double>{1e-5, 1.2e-5});
   CHECK(r.measurements[1].bytes == 2048);
   CHECK(r.measurements[1].nodes == 2);
+  CHECK(r.measurements[1].host_samples_s == std::vector<double>{3e-6});
+  CHECK(r.measurements[0].host_samples_s.empty());
   // A second writer on the same path refuses unless it resumes.
   CHECK_THROWS_AS(cal::ResultsWriter(p.string(), prov), dlsim::InputError);
 }
@@ -155,6 +159,16 @@ TEST_CASE("malformed results files: one error naming the file, line and field") 
            R"({"op":"allreduce","backend":"mpi","ranks":2,"nodes":1,"bytes":8,"samples_s":[-1e-6]})"
            "\n",
        "samples_s: every sample must be a positive time"},
+      {"host_count.jsonl",
+       std::string(kHeader) +
+           R"({"op":"layer_forward","backend":"torch","ranks":1,"nodes":1,"bytes":0,"samples_s":[1e-6,2e-6],"host_samples_s":[1e-6]})"
+           "\n",
+       "host_samples_s: has 1 samples where samples_s has 2"},
+      {"host_negative.jsonl",
+       std::string(kHeader) +
+           R"({"op":"layer_forward","backend":"torch","ranks":1,"nodes":1,"bytes":0,"samples_s":[1e-6],"host_samples_s":[0]})"
+           "\n",
+       "host_samples_s: every sample must be a positive time"},
       {"nodes.jsonl",
        std::string(kHeader) +
            R"({"op":"allreduce","backend":"mpi","ranks":2,"nodes":3,"bytes":8,"samples_s":[1e-6]})"
