@@ -11,23 +11,40 @@ namespace dlsim::simulator {
 
 std::optional<TrainingPrecision> parse_training_precision(const std::string& s) {
   if (s == "fp32") return TrainingPrecision::kFp32;
+  if (s == "tf32") return TrainingPrecision::kTf32;
   if (s == "fp16") return TrainingPrecision::kFp16;
   if (s == "amp") return TrainingPrecision::kAmp;
+  if (s == "bf16") return TrainingPrecision::kBf16;
   return std::nullopt;
 }
+const char* training_precision_names() { return "fp32, tf32, fp16, amp, bf16"; }
 std::string to_string(TrainingPrecision p) {
   switch (p) {
+    case TrainingPrecision::kTf32:
+      return "tf32";
     case TrainingPrecision::kFp16:
       return "fp16";
     case TrainingPrecision::kAmp:
       return "amp";
+    case TrainingPrecision::kBf16:
+      return "bf16";
     case TrainingPrecision::kFp32:
       break;
   }
   return "fp32";
 }
 Precision activation_precision(TrainingPrecision p) {
-  return p == TrainingPrecision::kFp32 ? Precision::kFp32 : Precision::kFp16;
+  switch (p) {
+    case TrainingPrecision::kFp32:
+    case TrainingPrecision::kTf32:
+      return Precision::kFp32;
+    case TrainingPrecision::kBf16:
+      return Precision::kBf16;
+    case TrainingPrecision::kFp16:
+    case TrainingPrecision::kAmp:
+      break;
+  }
+  return Precision::kFp16;
 }
 Bytes gradient_element(TrainingPrecision p) {
   return element_size(p == TrainingPrecision::kFp16 ? Precision::kFp16 : Precision::kFp32);
@@ -69,6 +86,25 @@ namespace {
 
 bool is_conv(const std::string& op) { return op == "conv2d"; }
 
+// The dense peak GEMMs and convolutions run at: the profile's `tf32` entry for tf32 (fp32 where
+// the GPU has none), its fp16 or bf16 entry for the mixed precisions.
+FlopRate gemm_peak_for(const hardware::GpuSpec& gpu, TrainingPrecision p) {
+  switch (p) {
+    case TrainingPrecision::kFp32:
+      return gpu.peak_for(Precision::kFp32);
+    case TrainingPrecision::kTf32: {
+      const auto it = gpu.peak.find("tf32");
+      return it != gpu.peak.end() ? it->second : gpu.peak_for(Precision::kFp32);
+    }
+    case TrainingPrecision::kBf16:
+      return gpu.peak_for(Precision::kBf16);
+    case TrainingPrecision::kFp16:
+    case TrainingPrecision::kAmp:
+      break;
+  }
+  return gpu.peak_for(Precision::kFp16);
+}
+
 }  // namespace
 
 std::optional<std::pair<Seconds, Seconds>> measured_layer(const hardware::GpuSpec& gpu,
@@ -105,10 +141,10 @@ std::optional<std::pair<Seconds, Seconds>> measured_layer(const hardware::GpuSpe
 
 ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::GpuSpec& gpu,
                                const ComputeOptions& options) {
-  // GEMM-like kernels (conv, linear, matmul) use tensor cores in fp16 and amp; everything else
-  // runs on the vector units at the fp32 rate and is bound by memory traffic in practice.
-  const FlopRate gemm_peak = gpu.peak_for(
-      options.precision == TrainingPrecision::kFp32 ? Precision::kFp32 : Precision::kFp16);
+  // GEMM-like kernels (conv, linear, matmul) use tensor cores in tf32, fp16, amp and bf16;
+  // everything else runs on the vector units at the fp32 rate and is bound by memory traffic in
+  // practice.
+  const FlopRate gemm_peak = gemm_peak_for(gpu, options.precision);
   const FlopRate vector_peak = gpu.peak_for(Precision::kFp32);
   auto time = [&](const model::LayerStats& l, Flops f, Bytes b) {
     const bool gemm = l.forward_macs > 0;
@@ -215,13 +251,15 @@ MemoryUse memory_use(const model::ModelStats& stats, const ComputeOptions& optio
   MemoryUse m;
   switch (options.precision) {
     case TrainingPrecision::kFp32:
+    case TrainingPrecision::kTf32:
       m.weights = Bytes(4 * params);
       break;
     case TrainingPrecision::kFp16:
       m.weights = Bytes(2 * params);
       break;
     case TrainingPrecision::kAmp:
-      m.weights = Bytes(6 * params);  // fp32 master copy + fp16 working copy
+    case TrainingPrecision::kBf16:
+      m.weights = Bytes(6 * params);  // fp32 master copy + 16-bit working copy
       break;
   }
   m.gradients = Bytes(params * gradient_element(options.precision).value());

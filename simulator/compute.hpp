@@ -14,9 +14,14 @@
 
 namespace dlsim::simulator {
 
-// fp32; fp16 (everything in half precision); amp (mixed: half-precision tensor-core arithmetic
-// and activations, fp32 master weights, gradients and optimizer state; Micikevicius et al. 2018).
-enum class TrainingPrecision { kFp32, kFp16, kAmp };
+// fp32; tf32 (fp32 tensors, GEMMs and convolutions on TF32 tensor cores: 10-bit mantissa inputs,
+// fp32 accumulation; NVIDIA A100 whitepaper 2020); fp16 (everything in half precision); amp
+// (mixed: float16 tensor-core arithmetic and activations, fp32 master weights, gradients and
+// optimizer state; Micikevicius et al. 2018); bf16 (the same mixed scheme with bfloat16, as
+// torch.autocast(dtype=torch.bfloat16) runs it, without loss scaling).
+enum class TrainingPrecision { kFp32, kTf32, kFp16, kAmp, kBf16 };
+// The names parse_training_precision takes, for messages: "fp32, tf32, fp16, amp, bf16".
+const char* training_precision_names();
 std::optional<TrainingPrecision> parse_training_precision(const std::string& s);
 std::string to_string(TrainingPrecision p);
 // The element type activations are stored in.

@@ -45,7 +45,8 @@ PredictOptions resolve(const CommonFlags& f) {
     o.precision = *p;
   } else {
     fail_at({}, "--precision",
-            fmt::format("unknown precision '{}' (fp32, fp16, amp)", f.precision));
+            fmt::format("unknown precision '{}' ({})", f.precision,
+                        simulator::training_precision_names()));
   }
   if (auto p = simulator::parse_optimizer(f.optimizer)) {
     o.optimizer = *p;
@@ -103,7 +104,8 @@ void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strat
                   "auto (the library's choice), ring, tree, nvls, hd, hierarchical or ps");
   }
   add_framework_flags(c, f.fw);
-  c->add_option("--precision", f.precision, "fp32, fp16 or amp")->capture_default_str();
+  c->add_option("--precision", f.precision, "fp32, tf32, fp16, amp or bf16 (docs/simulator.md)")
+      ->capture_default_str();
   c->add_option("--optimizer", f.optimizer, "sgd, momentum or adam")->capture_default_str();
   c->add_option("--iterations", f.base.iterations, "Steps simulated (DES)")
       ->capture_default_str()

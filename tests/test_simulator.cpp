@@ -14,6 +14,8 @@
 
 #include "common/error.hpp"
 #include "hardware/loader.hpp"
+#include "model/analysis.hpp"
+#include "model/loader.hpp"
 #include "networks/collective.hpp"
 #include "networks/placement.hpp"
 #include "simulator/compute.hpp"
@@ -410,6 +412,63 @@ TEST_CASE("measured_layer_times_come_from_the_table_at_the_profiles_threads_and_
   gpu.threads = 2;
   CHECK(at(sig, 8)->first.value() == doctest::Approx(0.6e-3));
   CHECK_FALSE(at("tanh {} in=[64]g out=[64]", 4));
+}
+
+TEST_CASE("tf32_and_bf16_are_training_precisions_with_their_own_rates_tables_and_memory") {
+  // docs/simulator.md, "Precisions": tf32 keeps fp32 tensors and runs GEMMs and convolutions at
+  // the GPU's tf32 peak; bf16 is mixed precision with bfloat16 (fp32 master weights and
+  // gradients, 16-bit activations) at the bf16 peak. Each reads only its own layer-table entries.
+  for (const auto* name : {"fp32", "tf32", "fp16", "amp", "bf16"}) {
+    const auto p = sim::parse_training_precision(name);
+    REQUIRE(p);
+    CHECK(sim::to_string(*p) == name);
+  }
+  CHECK_FALSE(sim::parse_training_precision("fp8"));
+  CHECK(sim::activation_precision(sim::TrainingPrecision::kTf32) == dlsim::Precision::kFp32);
+  CHECK(sim::activation_precision(sim::TrainingPrecision::kBf16) == dlsim::Precision::kBf16);
+  CHECK(sim::gradient_element(sim::TrainingPrecision::kTf32).value() == 4.0);
+  CHECK(sim::gradient_element(sim::TrainingPrecision::kBf16).value() == 4.0);
+
+  // A 4096 x 4096 x 4096 GEMM is compute-bound on an H100 in every precision: its roofline
+  // time scales with 1 / peak (fp32 67, tf32 494.5, bf16 989.5 TFLOP/s, the preset's figures).
+  const auto gpu = dlsim::hardware::load_gpu("h100-sxm5");
+  const auto graph = dlsim::model::load_model("bert_base");
+  const auto stats = dlsim::model::analyze(graph, 16, dlsim::Precision::kFp32);
+  const auto step = [&](sim::TrainingPrecision p) {
+    sim::ComputeOptions o;
+    o.precision = p;
+    return sim::compute_profile(stats, gpu, o);
+  };
+  const auto fp32 = step(sim::TrainingPrecision::kFp32);
+  const auto tf32 = step(sim::TrainingPrecision::kTf32);
+  const auto bf16 = step(sim::TrainingPrecision::kBf16);
+  const auto amp = step(sim::TrainingPrecision::kAmp);
+  CHECK(tf32.forward < fp32.forward);
+  CHECK(bf16.forward < tf32.forward);
+  CHECK(bf16.forward.value() == doctest::Approx(amp.forward.value()));  // same peak on H100
+
+  // Memory: tf32 holds fp32 weights (4 B per parameter), bf16 an fp32 master copy plus a 16-bit
+  // working copy (6 B), as amp does.
+  sim::ComputeOptions o;
+  o.precision = sim::TrainingPrecision::kTf32;
+  const double params = static_cast<double>(stats.params);
+  CHECK(sim::memory_use(stats, o, dlsim::Bytes(0)).weights.value() == doctest::Approx(4 * params));
+  o.precision = sim::TrainingPrecision::kBf16;
+  CHECK(sim::memory_use(stats, o, dlsim::Bytes(0)).weights.value() == doctest::Approx(6 * params));
+
+  // Layer tables: a tf32 or bf16 entry serves its own precision only.
+  auto tabled = gpu;
+  const std::string sig = "relu {} in=[64]g out=[64]";
+  tabled.kernels.push_back({sig, 8, 1, "tf32", dlsim::Seconds(1e-3), dlsim::Seconds(2e-3)});
+  tabled.kernels.push_back({sig, 8, 1, "bf16", dlsim::Seconds(0.5e-3), dlsim::Seconds(1e-3)});
+  const auto t = sim::measured_layer(tabled, sig, 8, sim::TrainingPrecision::kTf32);
+  const auto b = sim::measured_layer(tabled, sig, 8, sim::TrainingPrecision::kBf16);
+  REQUIRE(t);
+  REQUIRE(b);
+  CHECK(t->first.value() == doctest::Approx(1e-3));
+  CHECK(b->second.value() == doctest::Approx(1e-3));
+  CHECK_FALSE(sim::measured_layer(tabled, sig, 8, sim::TrainingPrecision::kFp32));
+  CHECK_FALSE(sim::measured_layer(tabled, sig, 8, sim::TrainingPrecision::kAmp));
 }
 
 TEST_CASE(

@@ -153,7 +153,9 @@ CaseFile read_cases(const std::string& path) {
       const auto text = p.get<std::string>("precision");
       const auto v = simulator::parse_training_precision(text);
       if (!v)
-        p.child("precision").fail(fmt::format("unknown precision '{}' (fp32, fp16, amp)", text));
+        p.child("precision")
+            .fail(fmt::format("unknown precision '{}' ({})", text,
+                              simulator::training_precision_names()));
       o.precision = *v;
     }
     if (p.has("optimizer")) {
