@@ -261,6 +261,14 @@ GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
     if (p != "fp32" && p != "tf32" && p != "amp" && p != "bf16" && p != "fp16") {
       c.fail("must be fp32, tf32, amp, bf16 or fp16");
     }
+    // Measured in a precision this GPU has no units for: the table is another GPU's.
+    const std::string units = p == "amp" ? "fp16" : p;
+    if (p != "fp32" && !g.peak.count(units)) {
+      c.fail(fmt::format(
+          "'{}' needs {} arithmetic, and {} has none (no `{}` peak): a table "
+          "measured on another GPU?",
+          p, units, g.about.name.empty() ? std::string("this GPU") : g.about.name, units));
+    }
     return p;
   };
   if (n.has("layers")) {
