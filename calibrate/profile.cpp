@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 
@@ -756,16 +757,13 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
       const auto it = m.params.find("precision");
       return it == m.params.end() ? std::string("fp32") : it->second;
     };
-    const auto precision_field = [](const std::string& p) {
-      return p == "fp32" ? std::string() : fmt::format(", precision: {}", p);
-    };
     // (signature, batch, threads, precision) -> forward and backward in s, and the host's time
     // issuing each where measured (0 otherwise).
     struct LayerTimes {
       double forward = 0, backward = 0, forward_host = 0, backward_host = 0;
     };
     std::map<std::tuple<std::string, std::string, std::string, std::string>, LayerTimes> layers;
-    std::vector<std::string> updates;
+    nlohmann::json updates = nlohmann::json::array();
     std::set<std::string> threads, models, precisions, devices;
     for (const auto& m : ms) {
       if (m.backend != "torch") continue;
@@ -784,10 +782,21 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
         const auto d = m.params.find("device");
         devices.insert(d == m.params.end() ? "cpu" : d->second);
       } else if (m.op == "optimizer_update") {
-        updates.push_back(
-            fmt::format("        - {{elements: {}, tensors: {}, threads: {}{}, time: {}}}\n",
-                        param(m, "elements"), param(m, "tensors"), param(m, "threads"),
-                        precision_field(precision(m)), us(stat(m))));
+        const auto integer = [&](const char* key) {
+          try {
+            return std::stoll(param(m, key));
+          } catch (const std::exception&) {
+            fail_at({}, "RESULTS",
+                    fmt::format("a {} record's params.{} is not an integer: '{}'", m.op, key,
+                                param(m, key)));
+          }
+        };
+        nlohmann::json u = {{"elements", integer("elements")},
+                            {"tensors", integer("tensors")},
+                            {"threads", integer("threads")},
+                            {"time_s", stat(m)}};
+        if (precision(m) != "fp32") u["precision"] = precision(m);
+        updates.push_back(u);
       }
     }
     if (devices.size() > 1) {
@@ -812,7 +821,11 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
           q(fmt::format("dlcalibrate run torch ({}) in {}: each layer's forward and "
                         "backward through libtorch, the {} over the timed steps",
                         model_list, files, o.statistic == Statistic::kMin ? "minimum" : "median")));
-      y += "      entries:\n";
+      // The entries go to a JSON file beside the profile (docs/hardware-format.md, `layers`):
+      // a thousand of them parse in a few ms there and in a hundred as YAML.
+      out.layers_file = o.name + ".layers.json";
+      y += fmt::format("      file: {}\n", q(out.layers_file));
+      nlohmann::json entries = nlohmann::json::array();
       std::size_t half = 0;
       for (const auto& [key, t] : layers) {
         const auto& [signature, batch, thr, prec] = key;
@@ -820,23 +833,33 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
           ++half;
           continue;
         }
-        const std::string host = t.forward_host > 0 && t.backward_host > 0
-                                     ? fmt::format(", forward_host: {}, backward_host: {}",
-                                                   us(t.forward_host), us(t.backward_host))
-                                     : std::string();
-        y += fmt::format(
-            "        - {{layer: {}, batch: {}, threads: {}{}, forward: {}, backward: "
-            "{}{}}}\n",
-            q(signature), batch, thr, precision_field(prec), us(t.forward), us(t.backward), host);
+        nlohmann::json e = {{"layer", signature},
+                            {"batch", std::stoll(batch)},
+                            {"threads", std::stoll(thr)},
+                            {"forward_s", t.forward},
+                            {"backward_s", t.backward}};
+        if (prec != "fp32") e["precision"] = prec;
+        if (t.forward_host > 0 && t.backward_host > 0) {
+          e["forward_host_s"] = t.forward_host;
+          e["backward_host_s"] = t.backward_host;
+        }
+        entries.push_back(std::move(e));
       }
       if (half > 0) {
         out.warnings.push_back(fmt::format(
             "{} layer(s) with only a forward or only a backward record are left out", half));
       }
-      if (!updates.empty()) {
-        y += "      updates:\n";
-        for (const auto& u : updates) y += u;
-      }
+      // One entry per line, so that a table's changes read as lines.
+      const auto lines = [](const nlohmann::json& list) {
+        std::string text;
+        for (const auto& e : list) text += (text.empty() ? "\n  " : ",\n  ") + e.dump();
+        return text.empty() ? std::string("[]") : "[" + text + "\n ]";
+      };
+      out.layers_json = fmt::format(
+          "{{\"kind\": \"dlsim-layer-table\", \"format_version\": 1,\n \"source\": {},\n "
+          "\"entries\": {},\n \"updates\": {}\n}}\n",
+          nlohmann::json(fmt::format("dlcalibrate fit of {}", files)).dump(), lines(entries),
+          lines(updates));
       out.report.push_back(fmt::format(
           "layer table: {} layer entries of {} at {} thread(s), {} update(s), {} on {}: "
           "`dlsim predict` takes these layers' times from it in the same precision, the "

@@ -32,6 +32,9 @@ struct ProfileOptions {
 
 struct FittedProfile {
   std::string yaml;                 // the cluster profile
+  // The layer table the profile's `layers.file` names (JSON, kind dlsim-layer-table), to be
+  // written beside it as `layers_file`; empty without layer tables.
+  std::string layers_json, layers_file;
   std::vector<std::string> report;  // what was fitted to what, with quality, one line each
   std::vector<std::string> warnings;
 };

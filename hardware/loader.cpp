@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
 
@@ -204,6 +206,125 @@ EfficiencyCurve curve(const ConfigNode& n, bool work_in_bytes) {
   return c;
 }
 
+// A layer table's training precision that the GPU has arithmetic for (docs/hardware-format.md).
+bool gpu_runs(const GpuSpec& g, const std::string& precision) {
+  if (precision == "fp32") return true;
+  return g.peak.count(precision == "amp" ? "fp16" : precision) > 0;
+}
+
+void check_table_precision(const std::string& p, const std::string& file, const std::string& field,
+                           const GpuSpec& g) {
+  if (p != "fp32" && p != "tf32" && p != "amp" && p != "bf16" && p != "fp16") {
+    fail_at({file}, field, fmt::format("'{}' must be fp32, tf32, amp, bf16 or fp16", p));
+  }
+  if (!gpu_runs(g, p)) {
+    fail_at({file}, field,
+            fmt::format("'{}' needs arithmetic {} has no `peak` for: a table measured on another "
+                        "GPU?",
+                        p, g.about.name.empty() ? std::string("this GPU") : g.about.name));
+  }
+}
+
+// A layer table written by dlcalibrate fit (kind dlsim-layer-table, format_version 1): entries
+// {layer, batch, threads, precision, forward_s, backward_s[, forward_host_s, backward_host_s]}
+// and updates {elements, tensors, threads, precision, time_s}, times in s. Every problem is an
+// InputError naming the file, the entry and the field.
+void read_layer_table(const std::string& path, GpuSpec& g) {
+  std::ifstream in(path);
+  if (!in) fail_at({path}, "", "cannot be read (layers.file of the profile)");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail_at({path}, "", fmt::format("is not JSON: {}", e.what()));
+  }
+  if (!j.is_object() || j.value("kind", "") != "dlsim-layer-table") {
+    fail_at({path}, "kind", "must be dlsim-layer-table");
+  }
+  if (j.value("format_version", 0) != 1) fail_at({path}, "format_version", "must be 1");
+  const auto field = [&](const nlohmann::json& e, const std::string& where, const char* key) {
+    if (!e.contains(key)) fail_at({path}, where, fmt::format("missing required key '{}'", key));
+    return e.at(key);
+  };
+  const auto time = [&](const nlohmann::json& e, const std::string& where, const char* key) {
+    const auto v = field(e, where, key);
+    if (!v.is_number() || !(v.get<double>() > 0) || !(v.get<double>() < 1e6)) {
+      fail_at({path}, where + "." + key,
+              fmt::format("must be a positive time in s below 1e6, got {}", v.dump()));
+    }
+    return Seconds(v.get<double>());
+  };
+  const auto integer = [&](const nlohmann::json& e, const std::string& where, const char* key,
+                           std::int64_t lo, std::int64_t hi) {
+    const auto v = field(e, where, key);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi) {
+      fail_at({path}, where + "." + key,
+              fmt::format("must be an integer in {}..{}, got {}", lo, hi, v.dump()));
+    }
+    return v.get<std::int64_t>();
+  };
+  const auto string = [&](const nlohmann::json& e, const std::string& where, const char* key) {
+    const auto v = field(e, where, key);
+    if (!v.is_string()) fail_at({path}, where + "." + key, "must be a string");
+    return v.get<std::string>();
+  };
+  const auto known = [&](const nlohmann::json& e, const std::string& where,
+                         const std::vector<std::string>& keys) {
+    if (!e.is_object()) fail_at({path}, where, "must be an object");
+    for (const auto& [k, v] : e.items()) {
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
+        fail_at({path}, where + "." + k, "unknown key");
+      }
+    }
+  };
+  if (!j.contains("entries") || !j.at("entries").is_array()) {
+    fail_at({path}, "entries", "must be a list");
+  }
+  const auto& entries = j.at("entries");
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    const auto where = fmt::format("entries[{}]", i);
+    known(e, where,
+          {"layer", "batch", "threads", "precision", "forward_s", "backward_s", "forward_host_s",
+           "backward_host_s"});
+    KernelEntry k;
+    k.layer = string(e, where, "layer");
+    k.batch = integer(e, where, "batch", 1, std::int64_t{1} << 24);
+    k.threads = static_cast<int>(integer(e, where, "threads", 1, 4096));
+    k.precision = e.contains("precision") ? string(e, where, "precision") : "fp32";
+    check_table_precision(k.precision, path, where + ".precision", g);
+    k.forward = time(e, where, "forward_s");
+    k.backward = time(e, where, "backward_s");
+    if (e.contains("forward_host_s") || e.contains("backward_host_s")) {
+      k.forward_host = time(e, where, "forward_host_s");
+      k.backward_host = time(e, where, "backward_host_s");
+    }
+    g.kernels.push_back(std::move(k));
+  }
+  if (j.contains("updates")) {
+    const auto& updates = j.at("updates");
+    if (!updates.is_array()) fail_at({path}, "updates", "must be a list");
+    for (std::size_t i = 0; i < updates.size(); ++i) {
+      const auto& e = updates[i];
+      const auto where = fmt::format("updates[{}]", i);
+      known(e, where, {"elements", "tensors", "threads", "precision", "time_s"});
+      UpdateEntry u;
+      u.elements = integer(e, where, "elements", 1, std::int64_t{1} << 50);
+      u.tensors = integer(e, where, "tensors", 1, u.elements);
+      u.threads = static_cast<int>(integer(e, where, "threads", 1, 4096));
+      u.precision = e.contains("precision") ? string(e, where, "precision") : "fp32";
+      check_table_precision(u.precision, path, where + ".precision", g);
+      u.time = time(e, where, "time_s");
+      g.updates.push_back(u);
+    }
+  }
+  for (const auto& [k, v] : j.items()) {
+    if (k != "kind" && k != "format_version" && k != "entries" && k != "updates" && k != "source") {
+      fail_at({path}, k, "unknown key");
+    }
+  }
+}
+
 GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
   GpuSpec g;
   const bool inherited = take_base<GpuSpec>(n, "gpu", ctx, parse_gpu, g);
@@ -277,40 +398,58 @@ GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
     g.kernels_source = text(t.child("source"));
     g.kernels.clear();
     g.updates.clear();
-    for (const auto& e : t.child("entries").elements()) {
-      KernelEntry k;
-      k.layer = text(e.child("layer"));
-      const auto b = e.child("batch").as<std::int64_t>();
-      if (b < 1 || b > (std::int64_t{1} << 24)) e.child("batch").fail("must be in 1..2^24");
-      k.batch = b;
-      k.threads = thread_count(e.child("threads"));
-      k.precision = table_precision(e);
-      k.forward = positive_time(e.child("forward"));
-      k.backward = positive_time(e.child("backward"));
-      if (e.has("forward_host") || e.has("backward_host")) {
-        k.forward_host = positive_time(e.child("forward_host"));
-        k.backward_host = positive_time(e.child("backward_host"));
+    if (t.has("file")) {
+      // The table in a JSON file beside the profile (what dlcalibrate fit writes): the same
+      // entries, parsed in a few ms where YAML takes a hundred for a thousand entries.
+      const auto f = t.child("file");
+      const fs::path rel = text(f);
+      const fs::path path = rel.is_absolute() ? rel : fs::path(n.file()).parent_path() / rel;
+      try {
+        read_layer_table(path.string(), g);
+      } catch (const InputError&) {
+        throw;
+      } catch (const std::exception& e) {
+        f.fail(e.what());
       }
-      e.finish();
-      g.kernels.push_back(std::move(k));
+      if (t.has("entries")) t.child("entries").fail("give entries or file, not both");
+      t.finish();
     }
-    if (t.has("updates")) {
-      for (const auto& e : t.child("updates").elements()) {
-        UpdateEntry u;
-        u.elements = e.child("elements").as<std::int64_t>();
-        u.tensors = e.child("tensors").as<std::int64_t>();
-        if (u.elements < 1) e.child("elements").fail("must be at least 1");
-        if (u.tensors < 1 || u.tensors > u.elements) {
-          e.child("tensors").fail("must be in 1..elements");
+    if (!t.has("file")) {
+      for (const auto& e : t.child("entries").elements()) {
+        KernelEntry k;
+        k.layer = text(e.child("layer"));
+        const auto b = e.child("batch").as<std::int64_t>();
+        if (b < 1 || b > (std::int64_t{1} << 24)) e.child("batch").fail("must be in 1..2^24");
+        k.batch = b;
+        k.threads = thread_count(e.child("threads"));
+        k.precision = table_precision(e);
+        k.forward = positive_time(e.child("forward"));
+        k.backward = positive_time(e.child("backward"));
+        if (e.has("forward_host") || e.has("backward_host")) {
+          k.forward_host = positive_time(e.child("forward_host"));
+          k.backward_host = positive_time(e.child("backward_host"));
         }
-        u.threads = thread_count(e.child("threads"));
-        u.precision = table_precision(e);
-        u.time = positive_time(e.child("time"));
         e.finish();
-        g.updates.push_back(u);
+        g.kernels.push_back(std::move(k));
       }
+      if (t.has("updates")) {
+        for (const auto& e : t.child("updates").elements()) {
+          UpdateEntry u;
+          u.elements = e.child("elements").as<std::int64_t>();
+          u.tensors = e.child("tensors").as<std::int64_t>();
+          if (u.elements < 1) e.child("elements").fail("must be at least 1");
+          if (u.tensors < 1 || u.tensors > u.elements) {
+            e.child("tensors").fail("must be in 1..elements");
+          }
+          u.threads = thread_count(e.child("threads"));
+          u.precision = table_precision(e);
+          u.time = positive_time(e.child("time"));
+          e.finish();
+          g.updates.push_back(u);
+        }
+      }
+      t.finish();
     }
-    t.finish();
   }
   n.finish();
   return g;

@@ -4,10 +4,13 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "calibrate/fit.hpp"
 #include "calibrate/profile.hpp"
 #include "common/error.hpp"
+#include "hardware/loader.hpp"
 
 namespace cal = dlsim::calibrate;
 
@@ -408,4 +411,66 @@ TEST_CASE("host_memory_bandwidth_is_the_plateau_the_largest_copies_reach_past_th
   const auto cut = fit_copies({63.6e9, 28.4e9, 27.9e9, 28.3e9, 28.7e9, 25.2e9, 13.9e9});
   CHECK(cut.yaml.find("memory_bandwidth: \"13.9GB/s\"") != std::string::npos);
   CHECK(report(cut).find("the rate still falls at the largest sizes") != std::string::npos);
+}
+
+TEST_CASE(
+    "profile: a layer table goes to a JSON file beside the profile and loads back as fitted") {
+  // Two layers (one in fp32 with the host's times, one in bf16 without) and an update: the
+  // profile names NAME.layers.json, and loading the profile reads every time back in s.
+  cal::Results r;
+  r.provenance.tool = "test";
+  const auto add = [&](const std::string& op, const std::string& shape, const char* precision,
+                       std::vector<double> s, std::vector<double> host) {
+    cal::Measurement m;
+    m.op = op;
+    m.backend = "torch";
+    m.shape = shape;
+    m.samples_s = std::move(s);
+    m.host_samples_s = std::move(host);
+    m.params = {{"model", "tiny"},  {"batch", "8"},          {"threads", "1"},
+                {"layer", "l"},     {"op_kind", "relu"},     {"instances", "1"},
+                {"device", "cuda"}, {"precision", precision}};
+    r.measurements.push_back(m);
+  };
+  const std::string relu = "relu {} in=[64]g out=[64]";
+  const std::string tanh = "tanh {} in=[64]g out=[64]";
+  add("layer_forward", relu, "fp32", {2e-6, 1e-6, 3e-6}, {5e-6, 4e-6, 6e-6});
+  add("layer_backward", relu, "fp32", {3e-6}, {7e-6});
+  add("layer_forward", tanh, "bf16", {1.5e-6}, {});
+  add("layer_backward", tanh, "bf16", {2.5e-6}, {});
+  add("optimizer_update", "sgd", "fp32", {40e-6}, {});
+  r.measurements.back().params["elements"] = "4096";
+  r.measurements.back().params["tensors"] = "2";
+  cal::ProfileOptions o;
+  o.name = "tiny_h100";
+  o.base = "dgx-h100";
+  o.statistic = cal::Statistic::kMin;
+  const auto p = cal::fit_profile({r}, o);
+  CHECK(p.layers_file == "tiny_h100.layers.json");
+  CHECK(p.yaml.find("file: \"tiny_h100.layers.json\"") != std::string::npos);
+  CHECK(p.yaml.find("entries:") == std::string::npos);
+
+  const auto dir = std::filesystem::temp_directory_path() / "dlsim_test_layer_table";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "tiny_h100.yaml") << p.yaml;
+  std::ofstream(dir / p.layers_file) << p.layers_json;
+  const auto cluster = dlsim::hardware::load_cluster((dir / "tiny_h100.yaml").string());
+  const auto& k = cluster.groups.at(0).node.gpu.kernels;
+  REQUIRE(k.size() == 2);
+  const auto& a = k[0].layer == relu ? k[0] : k[1];
+  const auto& b = k[0].layer == relu ? k[1] : k[0];
+  CHECK(a.precision == "fp32");
+  CHECK(a.forward.value() == doctest::Approx(1e-6));  // the minimum
+  CHECK(a.backward.value() == doctest::Approx(3e-6));
+  CHECK(a.forward_host.value() == doctest::Approx(4e-6));
+  CHECK(a.backward_host.value() == doctest::Approx(7e-6));
+  CHECK(b.precision == "bf16");
+  CHECK(b.forward.value() == doctest::Approx(1.5e-6));
+  CHECK(b.forward_host.value() == 0);
+  const auto& u = cluster.groups.at(0).node.gpu.updates;
+  REQUIRE(u.size() == 1);
+  CHECK(u[0].elements == 4096);
+  CHECK(u[0].tensors == 2);
+  CHECK(u[0].time.value() == doctest::Approx(40e-6));
+  std::filesystem::remove_all(dir);
 }
