@@ -751,6 +751,16 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
       }
       return it->second;
     };
+    // A params value that must be a whole number (batch, threads, elements, tensors).
+    const auto integer = [](const std::string& text, const std::string& what) -> long long {
+      try {
+        std::size_t used = 0;
+        const long long v = std::stoll(text, &used);
+        if (used == text.size()) return v;
+      } catch (const std::exception&) {
+      }
+      fail_at({}, "RESULTS", fmt::format("{} is not an integer: '{}'", what, text));
+    };
     // The training precision of a record (results before `--precision` are fp32), written into
     // an entry where it is not fp32.
     const auto precision = [](const Measurement& m) {
@@ -782,18 +792,12 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
         const auto d = m.params.find("device");
         devices.insert(d == m.params.end() ? "cpu" : d->second);
       } else if (m.op == "optimizer_update") {
-        const auto integer = [&](const char* key) {
-          try {
-            return std::stoll(param(m, key));
-          } catch (const std::exception&) {
-            fail_at({}, "RESULTS",
-                    fmt::format("a {} record's params.{} is not an integer: '{}'", m.op, key,
-                                param(m, key)));
-          }
+        const auto param_integer = [&](const char* key) {
+          return integer(param(m, key), fmt::format("a {} record's params.{}", m.op, key));
         };
-        nlohmann::json u = {{"elements", integer("elements")},
-                            {"tensors", integer("tensors")},
-                            {"threads", integer("threads")},
+        nlohmann::json u = {{"elements", param_integer("elements")},
+                            {"tensors", param_integer("tensors")},
+                            {"threads", param_integer("threads")},
                             {"time_s", stat(m)}};
         if (precision(m) != "fp32") u["precision"] = precision(m);
         updates.push_back(u);
@@ -834,8 +838,8 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
           continue;
         }
         nlohmann::json e = {{"layer", signature},
-                            {"batch", std::stoll(batch)},
-                            {"threads", std::stoll(thr)},
+                            {"batch", integer(batch, "a layer record's params.batch")},
+                            {"threads", integer(thr, "a layer record's params.threads")},
                             {"forward_s", t.forward},
                             {"backward_s", t.backward}};
         if (prec != "fp32") e["precision"] = prec;

@@ -31,7 +31,7 @@ struct ProfileOptions {
 };
 
 struct FittedProfile {
-  std::string yaml;                 // the cluster profile
+  std::string yaml;  // the cluster profile
   // The layer table the profile's `layers.file` names (JSON, kind dlsim-layer-table), to be
   // written beside it as `layers_file`; empty without layer tables.
   std::string layers_json, layers_file;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -206,23 +207,21 @@ EfficiencyCurve curve(const ConfigNode& n, bool work_in_bytes) {
   return c;
 }
 
-// A layer table's training precision that the GPU has arithmetic for (docs/hardware-format.md).
-bool gpu_runs(const GpuSpec& g, const std::string& precision) {
-  if (precision == "fp32") return true;
-  return g.peak.count(precision == "amp" ? "fp16" : precision) > 0;
-}
-
-void check_table_precision(const std::string& p, const std::string& file, const std::string& field,
-                           const GpuSpec& g) {
+// What is wrong with a layer table's training precision `p` on `g`, nothing where it is one
+// of the precisions and the GPU has arithmetic for it (docs/hardware-format.md, `layers`).
+std::optional<std::string> table_precision_problem(const std::string& p, const GpuSpec& g) {
   if (p != "fp32" && p != "tf32" && p != "amp" && p != "bf16" && p != "fp16") {
-    fail_at({file}, field, fmt::format("'{}' must be fp32, tf32, amp, bf16 or fp16", p));
+    return fmt::format("must be fp32, tf32, amp, bf16 or fp16, got '{}'", p);
   }
-  if (!gpu_runs(g, p)) {
-    fail_at({file}, field,
-            fmt::format("'{}' needs arithmetic {} has no `peak` for: a table measured on another "
-                        "GPU?",
-                        p, g.about.name.empty() ? std::string("this GPU") : g.about.name));
+  // Measured in a precision this GPU has no units for: the table is another GPU's.
+  const std::string units = p == "amp" ? "fp16" : p;
+  if (p != "fp32" && !g.peak.count(units)) {
+    return fmt::format(
+        "'{}' needs {} arithmetic, and {} has none (no `{}` peak): a table measured on another "
+        "GPU?",
+        p, units, g.about.name.empty() ? std::string("this GPU") : g.about.name, units);
   }
+  return std::nullopt;
 }
 
 // A layer table written by dlcalibrate fit (kind dlsim-layer-table, format_version 1): entries
@@ -292,7 +291,9 @@ void read_layer_table(const std::string& path, GpuSpec& g) {
     k.batch = integer(e, where, "batch", 1, std::int64_t{1} << 24);
     k.threads = static_cast<int>(integer(e, where, "threads", 1, 4096));
     k.precision = e.contains("precision") ? string(e, where, "precision") : "fp32";
-    check_table_precision(k.precision, path, where + ".precision", g);
+    if (const auto bad = table_precision_problem(k.precision, g)) {
+      fail_at({path}, where + ".precision", *bad);
+    }
     k.forward = time(e, where, "forward_s");
     k.backward = time(e, where, "backward_s");
     if (e.contains("forward_host_s") || e.contains("backward_host_s")) {
@@ -313,7 +314,9 @@ void read_layer_table(const std::string& path, GpuSpec& g) {
       u.tensors = integer(e, where, "tensors", 1, u.elements);
       u.threads = static_cast<int>(integer(e, where, "threads", 1, 4096));
       u.precision = e.contains("precision") ? string(e, where, "precision") : "fp32";
-      check_table_precision(u.precision, path, where + ".precision", g);
+      if (const auto bad = table_precision_problem(u.precision, g)) {
+        fail_at({path}, where + ".precision", *bad);
+      }
       u.time = time(e, where, "time_s");
       g.updates.push_back(u);
     }
@@ -379,17 +382,7 @@ GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
     if (!e.has("precision")) return "fp32";
     const auto c = e.child("precision");
     const auto p = text(c);
-    if (p != "fp32" && p != "tf32" && p != "amp" && p != "bf16" && p != "fp16") {
-      c.fail("must be fp32, tf32, amp, bf16 or fp16");
-    }
-    // Measured in a precision this GPU has no units for: the table is another GPU's.
-    const std::string units = p == "amp" ? "fp16" : p;
-    if (p != "fp32" && !g.peak.count(units)) {
-      c.fail(fmt::format(
-          "'{}' needs {} arithmetic, and {} has none (no `{}` peak): a table "
-          "measured on another GPU?",
-          p, units, g.about.name.empty() ? std::string("this GPU") : g.about.name, units));
-    }
+    if (const auto bad = table_precision_problem(p, g)) c.fail(*bad);
     return p;
   };
   if (n.has("layers")) {
