@@ -38,8 +38,8 @@ limit=10
 # model without the exchange's CPU cost (99 % predicted against 86-93 % measured).
 points=10
 # The relative standard deviation (%) of timed steps above which a row cannot be judged against
-# the gate: the larger of the job's and of the calibration's behind its prediction (see
-# calibration_spread). With 4 or 5 timed steps, 5 % puts each mean's standard error near 2.5 %;
+# the gate: the larger of the job's and of the calibration's behind its prediction
+# (tests/step_spread.py). With 4 or 5 timed steps, 5 % puts each mean's standard error near 2.5 %;
 # beyond that a 10 % miss can be the VM alone. On a busy host one run's resnet18 steps at batch
 # 8 took 826 to 1,509 ms (21 %; docs/validate.md, "Noisy machines").
 spread_limit=5
@@ -64,35 +64,20 @@ fi
 # The real step of model $2 at batch $3 on $1 ranks: its mean step time (s), on 2 ranks the
 # paired efficiency (ddp_step.py --paired: steps without the gradient exchange, under
 # no_sync(), alternate with the exchanging ones in the same processes, so that the VM's drift,
-# which moves whole runs by several per cent, falls on both alike), and the steps' spread: the
-# larger relative standard deviation (%) of the timed steps of either kind.
+# which moves whole runs by several per cent, falls on both alike), and the steps' spread
+# (tests/step_spread.py: the larger relative standard deviation, %, of either kind's steps).
 step() {
+  local out=$tmp/job-$1.json spread
   "$python" "$root/validate/torch/ddp_step.py" --model "$2" --batch "$3" --ranks "$1" \
-    --warmup 2 --steps 4 --threads 1 --paired |
-    "$python" -c 'import json, statistics, sys
-d = json.load(sys.stdin)
-runs = [r for r in (d["step_times_s"], d.get("no_sync_step_times_s", [])) if len(r) > 1]
-spread = max(100 * statistics.stdev(r) / statistics.mean(r) for r in runs)
-print(d["step_s"], d.get("paired_efficiency", 1), spread)'
+    --warmup 2 --steps 4 --threads 1 --paired >"$out" || return 1
+  spread=$("$python" "$root/tests/step_spread.py" "$out") || return 1
+  "$python" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["step_s"], d.get("paired_efficiency", 1), sys.argv[2])' "$out" "$spread"
 }
 # dlsim's step (s) on profile $1 for model $2, batch $3, $4 ranks.
 predict() {
   "$dlsim" predict --cluster "$1" --model "$2" --batch "$3" --gpus "$4" \
     --framework pytorch-ddp --format json |
     "$python" -c 'import json, sys; print(json.load(sys.stdin)["step_time_s"])'
-}
-# The calibration's spread: the relative standard deviation (%) of its timed steps, each the
-# sum of every record's sample of that step (`run torch` times whole steps, layer by layer).
-calibration_spread() {
-  "$python" -c 'import json, statistics, sys
-steps = None
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    s = r.get("samples_s")
-    if not s:
-        continue
-    steps = list(s) if steps is None else [a + b for a, b in zip(steps, s)]
-print(100 * statistics.stdev(steps) / statistics.mean(steps) if steps and len(steps) > 1 else 0)' "$1"
 }
 # One model: calibrate, fit, then predict and measure each batch on 1 and 2 ranks; appends its
 # rows to `model_rows` and returns 1 when a step misses by more than the limit or the 2-rank
@@ -119,7 +104,7 @@ measure() {
       exit 1
     fi
     [[ -n $m1 ]] || { say "ddp_step.py failed for $m batch $b"; exit 1; }
-    sc=$(calibration_spread "$tmp/$m-$b.jsonl")
+    sc=$("$python" "$root/tests/step_spread.py" "$tmp/$m-$b.jsonl") || exit 1
     "$dlcal" fit "$tmp/$m-$b.jsonl" "$tmp/gloo.jsonl" "$tmp/copy.jsonl" -o "$tmp/$m$b.yaml" \
       >"$tmp/$m.fit" 2>&1 || { cat "$tmp/$m.fit"; exit 1; }
     read -r m2 eff s2 < <(step 2 "$m" "$b") && [[ -n $m2 ]] ||
