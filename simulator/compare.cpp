@@ -323,17 +323,21 @@ std::string to_table(const Comparison& c) {
   return out;
 }
 
-std::optional<std::string> faster_scheme(const PredictOptions& options) {
+std::optional<std::string> faster_scheme(const PredictOptions& options,
+                                         const PredictInputs* inputs) {
   auto quick = options;
   quick.engine = Engine::kAnalytic;
   quick.iterations = 1;
-  const Prediction here = predict(quick);
+  // The schemes differ in framework and strategy only: one load serves them all.
+  std::optional<PredictInputs> loaded;
+  if (!inputs) inputs = &loaded.emplace(load_inputs(options));
+  const Prediction here = predict(quick, *inputs);
   if (here.nodes < 2) return std::nullopt;
   for (const char* alt : {"horovod", "byteps"}) {
     if (options.framework == alt) continue;
     Prediction other;
     try {
-      other = predict(scheme_options(quick, alt));
+      other = predict(scheme_options(quick, alt), *inputs);
     } catch (const InputError&) {
       continue;  // cannot run here (too few nodes for its servers, ...)
     }

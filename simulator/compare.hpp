@@ -56,7 +56,9 @@ std::string to_table(const Comparison& c);
 
 // The first of the other usual schemes (the framework's library allreduce, BytePS) that the
 // analytic engine finds more than 5 % faster than `options` on the same job, in words for
-// predict's "why"; nullopt when none is, or on one node.
-std::optional<std::string> faster_scheme(const PredictOptions& options);
+// predict's "why"; nullopt when none is, or on one node. `inputs` (may be null): the options'
+// model and cluster already loaded.
+std::optional<std::string> faster_scheme(const PredictOptions& options,
+                                         const PredictInputs* inputs = nullptr);
 
 }  // namespace dlsim::simulator

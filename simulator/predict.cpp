@@ -7,6 +7,8 @@
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <stdexcept>
+#include <utility>
 
 #include "common/error.hpp"
 #include "common/version.hpp"
@@ -185,7 +187,15 @@ std::string batch_text(const PredictOptions& o) {
   return std::to_string(o.batch.value_or(kDefaultBatch));
 }
 
-Prediction predict(const PredictOptions& o, StepObserver* trace) {
+bool PredictInputs::matches(const PredictOptions& o) const {
+  return o.model == model && o.model_params == model_params && o.cluster == cluster_ref &&
+         o.library == library && o.network == network;
+}
+
+namespace {
+
+// What the options alone can tell, before any file is read.
+void check_options(const PredictOptions& o) {
   if (o.gpus < 1) fail_at({}, "--gpus", fmt::format("must be at least 1, got {}", o.gpus));
   if (o.iterations < 1) {
     fail_at({}, "--iterations", fmt::format("must be at least 1, got {}", o.iterations));
@@ -197,15 +207,37 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
     fail_at({}, "--anchor-throughput",
             fmt::format("must be positive samples/s, got {}", *o.anchor_throughput));
   }
+  static_cast<void>(framework_policies().at(o.framework, {}));
+  if (o.strategy) networks::collective_algorithms().at(*o.strategy, {});
+}
+
+}  // namespace
+
+PredictInputs load_inputs(const PredictOptions& o) {
+  check_options(o);
+  auto graph = model::load_model(o.model, o.model_params);
+  auto cluster = hardware::load_cluster(o.cluster, o.library, o.network);
+  return PredictInputs{std::move(graph), std::move(cluster), o.model,  o.cluster,
+                       o.model_params,   o.library,          o.network};
+}
+
+Prediction predict(const PredictOptions& o, StepObserver* trace) {
+  return predict(o, load_inputs(o), trace);
+}
+
+Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObserver* trace) {
+  if (!inputs.matches(o)) {
+    throw std::logic_error("predict: the loaded model and cluster are not the options' own");
+  }
+  check_options(o);
   ComputeOptions copt;
   copt.precision = o.precision;
   copt.optimizer = o.optimizer;
   copt.anchor_throughput = o.anchor_throughput;
   const auto& policy_entry = framework_policies().at(o.framework, {});
-  if (o.strategy) networks::collective_algorithms().at(*o.strategy, {});
 
-  const auto graph = model::load_model(o.model, o.model_params);
-  const auto cluster = hardware::load_cluster(o.cluster, o.library, o.network);
+  const auto& graph = inputs.graph;
+  const auto& cluster = inputs.cluster;
   networks::PlacementRequest pr;
   pr.gpus = o.gpus;
   pr.gpus_per_node = o.gpus_per_node;

@@ -107,8 +107,28 @@ struct Prediction {
   nlohmann::json inputs;
 };
 
+// The model and cluster a prediction resolves from its options' files and presets (model,
+// model_params, cluster, library, network), loaded once for several predictions that differ
+// only in the rest: `faster_scheme` and the CLI's predict share them instead of parsing the
+// profile and its layer table again for each.
+struct PredictInputs {
+  model::LayerGraph graph;
+  hardware::ClusterSpec cluster;
+  // What they were loaded from, to check that a prediction's options name the same.
+  std::string model, cluster_ref;
+  model::ParamOverrides model_params;
+  std::optional<std::string> library, network;
+  bool matches(const PredictOptions& o) const;
+};
+// Checks what the options alone can tell (GPU count, batch, framework, ...) before reading any
+// file, as predict() does.
+PredictInputs load_inputs(const PredictOptions& options);
+
 // `trace` (may be null) receives every span, per layer included.
 Prediction predict(const PredictOptions& options, StepObserver* trace = nullptr);
+// The same from inputs already loaded; they must match the options (std::logic_error if not).
+Prediction predict(const PredictOptions& options, const PredictInputs& inputs,
+                   StepObserver* trace = nullptr);
 
 nlohmann::json to_json(const Prediction& p);
 std::string to_table(const Prediction& p);

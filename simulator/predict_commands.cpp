@@ -128,9 +128,10 @@ void run_predict(const CommonFlags& f, const std::string& trace_path) {
   check_format(f.format);
   const auto o = resolve(f);
   simulator::TraceWriter trace;
-  Prediction p = simulator::predict(o, trace_path.empty() ? nullptr : &trace);
+  const auto inputs = simulator::load_inputs(o);
+  Prediction p = simulator::predict(o, inputs, trace_path.empty() ? nullptr : &trace);
   if (p.nodes > 1) {
-    if (auto better = simulator::faster_scheme(o)) p.why.push_back(*better);
+    if (auto better = simulator::faster_scheme(o, &inputs)) p.why.push_back(*better);
   }
   std::string out;
   if (f.format == "json") {
