@@ -110,6 +110,26 @@ sed -n '/^| case/,/^$/p' "$OUT/report.md"
   sed -n '/^| case/,/^$/p' "$OUT/report.md"
 } >"$BUILD/validation-summary-live.txt"
 if [[ $rc -ne 0 ]]; then
+  # A miss while the replays' own steps spread by more than 5 % (the median over the replays of
+  # each one's standard deviation over its median step, from the notes dlvalidate replay writes)
+  # is this machine's noise, more than the gate can resolve (docs/validate.md, "Noisy machines").
+  noise=$(/usr/bin/python3 - "$OUT"/replay-*.csv <<'PY'
+import csv, re, statistics, sys
+spreads = []
+for path in sys.argv[1:]:
+    for row in csv.DictReader(open(path)):
+        m = re.search(r"step ([0-9.]+) s median, .*stddev ([0-9.]+) s", row.get("notes", ""))
+        if m and float(m.group(1)) > 0:
+            spreads.append(100 * float(m.group(2)) / float(m.group(1)))
+print(f"{statistics.median(spreads):.1f}" if spreads else "0")
+PY
+  ) || noise=0
+  if awk -v n="$noise" 'BEGIN { exit !(n > 5) }'; then
+    say "skipped: the gate is missed while the replays' steps spread by $noise % (median; above" \
+      "5 % this machine's own noise is more than the gate can resolve)" |
+      tee -a "$BUILD/validation-summary-live.txt"
+    exit 77
+  fi
   # The two "nodes" share this machine's cores with whatever else runs: other work running now
   # (more than this script's one runnable task in /proc/loadavg's run queue, sampled over 2 s)
   # slowed the two-node replays more than the one-rank anchor, and the comparison measures the
