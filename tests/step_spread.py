@@ -12,14 +12,18 @@ prints the largest relative standard deviation (%) of the timed steps found in t
   every record of its sample of that step (`run torch` times whole steps, layer by layer);
 - ddp_step.py's JSON line (alone or in a job's log): its step_times_s and, with --paired,
   no_sync_step_times_s, each kind on its own. With --batch, only the lines of that batch per
-  rank.
+  rank;
+- dlvalidate replay's results (.csv): each row's standard deviation over its median step, from
+  its notes.
 
 Prints 0 where a file has fewer than two timed steps. Exits 2 naming the file when one cannot be
 read.
 """
 
 import argparse
+import csv
 import json
+import re
 import statistics
 import sys
 
@@ -31,10 +35,21 @@ def relative_sd(times):
     return 100 * statistics.stdev(times) / statistics.mean(times)
 
 
+REPLAY_NOTES = re.compile(r"step ([0-9.]+) s median, .*stddev ([0-9.]+) s")
+
+
 def file_spread(path, batch):
     """The largest spread of the timed steps in one file (%)."""
     calibration = None
     spreads = [0.0]
+    if path.endswith(".csv"):
+        # dlvalidate replay's results: its notes give the steps' median and standard deviation.
+        with open(path) as f:
+            for row in csv.DictReader(f):
+                m = REPLAY_NOTES.search(row.get("notes", ""))
+                if m and float(m.group(1)) > 0:
+                    spreads.append(100 * float(m.group(2)) / float(m.group(1)))
+        return max(spreads)
     with open(path) as f:
         for line in f:
             line = line.strip()
