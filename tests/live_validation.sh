@@ -112,19 +112,26 @@ sed -n '/^| case/,/^$/p' "$OUT/report.md"
 } >"$BUILD/validation-summary-live.txt"
 if [[ $rc -ne 0 ]]; then
   # A miss while the replays' own steps spread by more than $SPREAD % (the median over the
-  # replays of each one's standard deviation over its median step, tests/step_spread.py)
-  # is this machine's noise, more than the gate can resolve (docs/validate.md, "Noisy machines").
-  noise=$(/usr/bin/python3 - "$(dirname "$0")" "$OUT"/replay-*.csv <<'PY'
+  # replays of each one's standard deviation over its median step), or while one rank's core
+  # ran its forward pass more than $SPREAD % slower than the other's (the ranks do the same
+  # work, and nothing is exchanged during the forward pass: a core that gave its rank less
+  # time), is this machine's noise, more than the gate can resolve (tests/step_spread.py,
+  # docs/validate.md, "Noisy machines").
+  noise=$(/usr/bin/python3 - "$(dirname "$0")" "$OUT"/replay-*.json <<'PY'
 import statistics, sys
 sys.path.insert(0, sys.argv[1])
-from step_spread import file_spread
-spreads = [file_spread(path, None) for path in sys.argv[2:]]
-print(f"{statistics.median(spreads):.1f}" if spreads else "0")
+from step_spread import read_replay, replay_spreads
+spreads = [replay_spreads(read_replay(path)) for path in sys.argv[2:]]
+steps = statistics.median(s for s, _ in spreads) if spreads else 0
+ranks = max((i for _, i in spreads), default=0)
+print(f"{max(steps, ranks):.1f} {steps:.1f} {ranks:.1f}")
 PY
-  ) || noise=0
+  ) || noise="0 0 0"
+  read -r noise steps ranks <<<"$noise"
   if awk -v n="$noise" -v limit="$SPREAD" 'BEGIN { exit !(n > limit) }'; then
-    say "skipped: the gate is missed while the replays' steps spread by $noise % (median; above" \
-      "$SPREAD % this machine's own noise is more than the gate can resolve)" |
+    say "skipped: the gate is missed while the replays' steps spread by $steps % (median) and" \
+      "the ranks' forward passes differ by up to $ranks %; above $SPREAD % this machine's own" \
+      "noise is more than the gate can resolve" |
       tee -a "$BUILD/validation-summary-live.txt"
     exit 77
   fi

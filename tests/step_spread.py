@@ -14,7 +14,11 @@ prints the largest relative standard deviation (%) of the timed steps found in t
   no_sync_step_times_s, each kind on its own. With --batch, only the lines of that batch per
   rank;
 - dlvalidate replay's results (.csv): each row's standard deviation over its median step, from
-  its notes.
+  its notes;
+- dlvalidate replay's JSON (kind replay-measurement): the same from its summary, and the ranks'
+  imbalance: how much longer the slowest rank's forward pass (median over the steps) takes than
+  the fastest's. Every rank runs the same forward pass, and no exchange runs during it, so an
+  imbalance is a core that gave its rank less time (other work, or the host taking it).
 
 Prints 0 where a file has fewer than two timed steps. Exits 2 naming the file when one cannot be
 read.
@@ -38,10 +42,38 @@ def relative_sd(times):
 REPLAY_NOTES = re.compile(r"step ([0-9.]+) s median, .*stddev ([0-9.]+) s")
 
 
+def replay_spreads(replay):
+    """(steps' spread, ranks' imbalance) of a dlvalidate replay's JSON document, both in %."""
+    steps = replay.get("summary", {}).get("step_time_s", {})
+    median = steps.get("median", 0)
+    step_spread = 100 * steps.get("stddev", 0) / median if median > 0 else 0.0
+    forwards = [statistics.median(rank["forward_s"]) for rank in replay.get("ranks", [])
+                if rank.get("forward_s")]
+    imbalance = 0.0
+    if len(forwards) >= 2 and min(forwards) > 0:
+        imbalance = 100 * (max(forwards) - min(forwards)) / min(forwards)
+    return step_spread, imbalance
+
+
+def read_replay(path):
+    """dlvalidate replay's JSON document in `path`, or None where the file is something else."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return doc if isinstance(doc, dict) and doc.get("kind") == "replay-measurement" else None
+
+
 def file_spread(path, batch):
     """The largest spread of the timed steps in one file (%)."""
     calibration = None
     spreads = [0.0]
+    if path.endswith(".json"):
+        replay = read_replay(path)
+        if replay is not None:
+            return max(replay_spreads(replay))
     if path.endswith(".csv"):
         # dlvalidate replay's results: its notes give the steps' median and standard deviation.
         with open(path) as f:

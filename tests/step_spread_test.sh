@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/step_spread.py against closed forms: the relative standard deviation (sample standard
 # deviation over the mean, in %) of the timed steps it finds in a calibration's results and in
-# ddp_step.py's JSON, and one line with exit code 2 for a file that cannot be read.
+# ddp_step.py's JSON, the steps' spread and the ranks' forward-pass imbalance of a replay, and
+# one line with exit code 2 for a file that cannot be read.
 # Usage: step_spread_test.sh REPO_ROOT
 set -u
 root=$1
@@ -39,6 +40,18 @@ check 70.711 "$tmp/job.out"
 echo '{"kind": "pytorch-ddp-step", "batch_per_rank": 8, "step_times_s": [5]}' >"$tmp/one.json"
 check 0.000 "$tmp/one.json"
 check 50.000 --batch 8 "$tmp/job.out" "$tmp/cal.jsonl"
+# A replay: steps median 2 s, stddev 0.2 s (10 %); forward passes median 1.1 s on one rank and
+# 1.6 s on the other (45.455 %); on one rank only the steps count.
+cat >"$tmp/replay.json" <<'J'
+{"kind": "replay-measurement", "summary": {"step_time_s": {"median": 2, "stddev": 0.2}},
+ "ranks": [{"forward_s": [1, 1.1, 1.2]}, {"forward_s": [1.5, 1.6, 1.65]}]}
+J
+check 45.455 "$tmp/replay.json"
+cat >"$tmp/replay1.json" <<'J'
+{"kind": "replay-measurement", "summary": {"step_time_s": {"median": 2, "stddev": 0.2}},
+ "ranks": [{"forward_s": [1, 1.1, 1.2]}]}
+J
+check 10.000 "$tmp/replay1.json"
 # A file that is not there: one line naming it, exit code 2.
 out=$("$python" "$root/tests/step_spread.py" "$tmp/missing.jsonl" 2>&1)
 rc=$?

@@ -17,6 +17,7 @@
 #include "model/analysis.hpp"
 #include "model/loader.hpp"
 #include "model/op.hpp"
+#include "validate/replay.hpp"
 #include "validate/replay_step.hpp"
 
 namespace {
@@ -152,3 +153,19 @@ TEST_CASE("replay_on_the_cpu_without_libtorch_is_an_error_naming_the_device") {
   CHECK_THROWS_AS(dlsim::validate::make_training_step("cpu", graph, 1, 3), dlsim::InputError);
 }
 #endif
+
+TEST_CASE("replay_forward_imbalance_is_the_slowest_ranks_median_forward_over_the_fastests") {
+  using dlsim::validate::RankTimes;
+  RankTimes a, b, c;
+  a.host = "n1";
+  a.forward = {1.0, 1.2, 1.1};  // median 1.1 s
+  b.host = "n2";
+  b.forward = {1.7, 1.6, 9.0};  // median 1.7 s
+  c.host = "n3";
+  c.forward = {1.3, 1.3};
+  const auto [imbalance, host] = dlsim::validate::forward_imbalance({a, b, c});
+  CHECK(imbalance == doctest::Approx(1.7 / 1.1 - 1).epsilon(1e-12));
+  CHECK(host == "n2");
+  // One rank has nothing to compare with.
+  CHECK(dlsim::validate::forward_imbalance({a}).first == 0.0);
+}

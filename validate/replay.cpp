@@ -34,6 +34,7 @@
 #include <numeric>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "calibrate/driver.hpp"
 #include "common/error.hpp"
@@ -415,7 +416,24 @@ ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std
   m.step_stddev_s =
       job_steps.size() > 1 ? std::sqrt(var / static_cast<double>(job_steps.size() - 1)) : 0;
   m.samples_per_s = static_cast<double>(m.ranks * o.batch) / m.step_median_s;
+  std::tie(m.forward_imbalance, m.slowest_forward_host) = forward_imbalance(m.per_rank);
   return m;
+}
+
+std::pair<double, std::string> forward_imbalance(const std::vector<RankTimes>& ranks) {
+  double fastest = 0, slowest = 0;
+  std::string host;
+  for (const auto& r : ranks) {
+    if (r.forward.empty()) continue;
+    const double f = median(r.forward);
+    if (host.empty() || f < fastest) fastest = f;
+    if (host.empty() || f > slowest) {
+      slowest = f;
+      host = r.host;
+    }
+  }
+  if (ranks.size() < 2 || !(fastest > 0)) return {0.0, host};
+  return {slowest / fastest - 1, host};
 }
 
 std::string replay_json(const ReplayMeasurement& m) {
@@ -449,9 +467,11 @@ std::string replay_json(const ReplayMeasurement& m) {
                     {"max", m.step_max_s},
                     {"stddev", m.step_stddev_s}}},
                   {"samples_per_s", m.samples_per_s},
+                  {"forward_imbalance", m.forward_imbalance},
                   {"definition",
                    "per timed step the slowest rank's step time; the median over the steps; "
-                   "samples/s = ranks x batch / median"}};
+                   "samples/s = ranks x batch / median; forward_imbalance: the slowest rank's "
+                   "forward pass over the fastest's, minus 1 (each the median over the steps)"}};
   j["ranks"] = nlohmann::json::array();
   for (const auto& r : m.per_rank) j["ranks"].push_back(times_json(r));
   // Rank 0's time per layer, the mean over the timed steps.
@@ -500,8 +520,12 @@ std::string replay_csv(const ReplayMeasurement& m) {
       "samples/s",
       "no",
       fmt::format("median of {} steps after {} warm-up", o.steps, o.warmup),
-      fmt::format("step {:.4f} s median, {:.4f}-{:.4f} s, stddev {:.4f} s; {}; {}", m.step_median_s,
-                  m.step_min_s, m.step_max_s, m.step_stddev_s, m.library, m.date)};
+      fmt::format("step {:.4f} s median, {:.4f}-{:.4f} s, stddev {:.4f} s; {}{}; {}",
+                  m.step_median_s, m.step_min_s, m.step_max_s, m.step_stddev_s,
+                  m.ranks > 1 ? fmt::format("ranks' forward passes {:.1f} % apart; ",
+                                            100 * m.forward_imbalance)
+                              : std::string(),
+                  m.library, m.date)};
   std::string out;
   for (std::size_t i = 0; i < header.size(); ++i) out += (i ? "," : "") + header[i];
   out += "\n";

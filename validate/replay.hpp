@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "simulator/framework.hpp"
@@ -56,7 +57,16 @@ struct ReplayMeasurement {
   // The job's step time: per step the slowest rank's; the median over the timed steps.
   double step_median_s = 0, step_mean_s = 0, step_min_s = 0, step_max_s = 0, step_stddev_s = 0;
   double samples_per_s = 0;  // ranks x batch / median step time
+  // How much longer the slowest rank's forward pass takes than the fastest's (each the median
+  // over the timed steps), as a fraction: every rank runs the same forward pass and nothing is
+  // exchanged during it, so anything above zero is a rank whose core gave it less time.
+  double forward_imbalance = 0;
+  std::string slowest_forward_host;
 };
+
+// The ranks' forward-pass imbalance of ReplayMeasurement (0 for fewer than two ranks), and the
+// host of the slowest rank.
+std::pair<double, std::string> forward_imbalance(const std::vector<RankTimes>& ranks);
 
 // Runs the replay on every rank of `comm`. Returns the measurement on rank 0 (others get an
 // empty one). Bad options are InputErrors; ranks whose configuration differs from rank 0's are

@@ -89,6 +89,13 @@ void add_replay_command(CLI::App& app, const std::string& command) {
         "median ({:.4f}-{:.4f} s over {} steps), {:.2f} samples/s\n",
         m.model, m.ranks, m.nodes, o.batch, o.framework, m.strategy, m.step_median_s, m.step_min_s,
         m.step_max_s, o.steps, m.samples_per_s);
+    if (m.ranks > 1 && m.forward_imbalance > 0.05) {
+      // The ranks run the same forward pass: a slower one had less of its core.
+      std::cerr << fmt::format(
+          "dlvalidate: warning: the forward pass on {} took {:.1f} % longer than on the fastest "
+          "rank (median over the steps): its core gave it less time, and the step measures that\n",
+          m.slowest_forward_host, 100 * m.forward_imbalance);
+    }
   });
 }
 
