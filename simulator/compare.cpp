@@ -60,17 +60,19 @@ PredictOptions scheme_options(const PredictOptions& base, const std::string& sch
 
 // One scheme's prediction. `ps` run as BytePS puts its servers on hosts of their own; where the
 // workers leave too few free nodes for them and no placement was asked for, it runs them beside
-// the workers instead (BytePS's colocated mode), as a user of a full cluster would.
-Prediction predict_scheme(const PredictOptions& base, const std::string& scheme) {
+// the workers instead (BytePS's colocated mode), as a user of a full cluster would. `inputs` are
+// the base job's model and cluster: a scheme changes neither.
+Prediction predict_scheme(const PredictOptions& base, const std::string& scheme,
+                          const PredictInputs& inputs) {
   auto o = scheme_options(base, scheme);
   const bool byteps_ps = scheme == "ps" && is_allreduce_framework(base.framework);
-  if (!byteps_ps || base.framework_options.ps_colocated.has_value()) return predict(o);
+  if (!byteps_ps || base.framework_options.ps_colocated.has_value()) return predict(o, inputs);
   try {
-    return predict(o);
+    return predict(o, inputs);
   } catch (const InputError& dedicated) {
     o.framework_options.ps_colocated = true;
     try {
-      return predict(o);
+      return predict(o, inputs);
     } catch (const InputError&) {
       throw dedicated;
     }
@@ -118,13 +120,13 @@ std::string verdict_why(const Prediction& w, const std::string& wname, const Pre
 // The winner at one point of a search, each scheme predicted; a scheme that cannot run there
 // (too few nodes for its servers, a GPU count the cluster lacks) is listed with the reason.
 CrossoverPoint search_point(const PredictOptions& base, const std::vector<std::string>& schemes,
-                            std::string value) {
+                            const PredictInputs& inputs, std::string value) {
   CrossoverPoint pt;
   pt.value = std::move(value);
   std::vector<double> throughput;
   for (const auto& s : schemes) {
     try {
-      throughput.push_back(predict_scheme(base, s).throughput);
+      throughput.push_back(predict_scheme(base, s, inputs).throughput);
     } catch (const InputError& e) {
       throughput.push_back(0);
       pt.unavailable.push_back(fmt::format("{}: {}", s, e.what()));
@@ -184,10 +186,13 @@ Comparison compare(const CompareOptions& options) {
     if (s.empty()) fail_at({}, "--strategy", "an empty name in the list");
     if (!seen.insert(s).second) fail_at({}, "--strategy", fmt::format("'{}' given twice", s));
   }
+  // The model and the cluster are read once for every scheme and GPU count, and once per
+  // network of the network search.
+  const PredictInputs inputs = load_inputs(options.base);
   Comparison c;
   std::vector<double> throughput;
   for (const auto& s : options.schemes) {
-    c.results.push_back({s, predict_scheme(options.base, s)});
+    c.results.push_back({s, predict_scheme(options.base, s, inputs)});
     throughput.push_back(c.results.back().prediction.throughput);
   }
   const auto [best, second] = best_two(throughput);
@@ -207,17 +212,15 @@ Comparison compare(const CompareOptions& options) {
   auto search = options.base;
   search.iterations = 1;
   // GPU counts: the job's, halved and doubled while the cluster has them.
-  const auto cluster =
-      hardware::load_cluster(options.base.cluster, options.base.library, options.base.network);
   std::vector<int> counts;
   for (int g = options.base.gpus; g >= 2; g /= 2) counts.insert(counts.begin(), g);
-  for (int g = options.base.gpus * 2; g <= cluster.gpu_count(); g *= 2) counts.push_back(g);
+  for (int g = options.base.gpus * 2; g <= inputs.cluster.gpu_count(); g *= 2) counts.push_back(g);
   Crossover by_gpus;
   by_gpus.dimension = "gpus";
   for (int g : counts) {
     auto o = search;
     o.gpus = g;
-    by_gpus.points.push_back(search_point(o, options.schemes, std::to_string(g)));
+    by_gpus.points.push_back(search_point(o, options.schemes, inputs, std::to_string(g)));
   }
   by_gpus.summary = summarize(by_gpus, " GPUs");
   c.crossovers.push_back(std::move(by_gpus));
@@ -234,7 +237,16 @@ Comparison compare(const CompareOptions& options) {
   for (const auto& [bw, name] : nets) {
     auto o = search;
     o.network = name;
-    by_net.points.push_back(search_point(o, options.schemes, name));
+    try {
+      by_net.points.push_back(search_point(o, options.schemes, load_inputs(o), name));
+    } catch (const InputError& e) {  // the cluster cannot take this network: no scheme runs
+      CrossoverPoint pt;
+      pt.value = name;
+      for (const auto& s : options.schemes) {
+        pt.unavailable.push_back(fmt::format("{}: {}", s, e.what()));
+      }
+      by_net.points.push_back(std::move(pt));
+    }
   }
   by_net.summary = summarize(by_net, "");
   c.crossovers.push_back(std::move(by_net));
