@@ -14,7 +14,7 @@
 set -euo pipefail
 BUILD=$1 SRC=$2
 KEEP=${3:-}
-GATE=${4:-15}
+GATE=${4:-20} # % (docs/validate-replay.md, "Live validation")
 SPREAD=5 # % (docs/validate.md, "Noisy machines")
 EMU=$SRC/validate/cluster/emulated_cluster.sh
 DLSIM=$BUILD/simulator/dlsim DLCAL=$BUILD/calibrate/dlcalibrate DLVAL=$BUILD/validate/dlvalidate
