@@ -13,21 +13,18 @@ prints the largest relative standard deviation (%) of the timed steps found in t
 - ddp_step.py's JSON line (alone or in a job's log): its step_times_s and, with --paired,
   no_sync_step_times_s, each kind on its own. With --batch, only the lines of that batch per
   rank;
-- dlvalidate replay's results (.csv): each row's standard deviation over its median step, from
-  its notes;
-- dlvalidate replay's JSON (kind replay-measurement): the same from its summary, and the ranks'
-  imbalance: how much longer the slowest rank's forward pass (median over the steps) takes than
-  the fastest's. Every rank runs the same forward pass, and no exchange runs during it, so an
-  imbalance is a core that gave its rank less time (other work, or the host taking it).
+- dlvalidate replay's JSON (kind replay-measurement): its steps' standard deviation over their
+  median, and the ranks' imbalance it reports (summary.forward_imbalance: how much longer the
+  slowest rank's forward pass takes than the fastest's). Every rank runs the same forward pass,
+  and no exchange runs during it, so an imbalance is a core that gave its rank less time (other
+  work, or the host taking it).
 
 Prints 0 where a file has fewer than two timed steps. Exits 2 naming the file when one cannot be
 read.
 """
 
 import argparse
-import csv
 import json
-import re
 import statistics
 import sys
 
@@ -39,20 +36,13 @@ def relative_sd(times):
     return 100 * statistics.stdev(times) / statistics.mean(times)
 
 
-REPLAY_NOTES = re.compile(r"step ([0-9.]+) s median, .*stddev ([0-9.]+) s")
-
-
 def replay_spreads(replay):
     """(steps' spread, ranks' imbalance) of a dlvalidate replay's JSON document, both in %."""
-    steps = replay.get("summary", {}).get("step_time_s", {})
+    summary = replay.get("summary", {})
+    steps = summary.get("step_time_s", {})
     median = steps.get("median", 0)
     step_spread = 100 * steps.get("stddev", 0) / median if median > 0 else 0.0
-    forwards = [statistics.median(rank["forward_s"]) for rank in replay.get("ranks", [])
-                if rank.get("forward_s")]
-    imbalance = 0.0
-    if len(forwards) >= 2 and min(forwards) > 0:
-        imbalance = 100 * (max(forwards) - min(forwards)) / min(forwards)
-    return step_spread, imbalance
+    return step_spread, 100 * summary.get("forward_imbalance", 0.0)
 
 
 def read_replay(path):
@@ -74,14 +64,6 @@ def file_spread(path, batch):
         replay = read_replay(path)
         if replay is not None:
             return max(replay_spreads(replay))
-    if path.endswith(".csv"):
-        # dlvalidate replay's results: its notes give the steps' median and standard deviation.
-        with open(path) as f:
-            for row in csv.DictReader(f):
-                m = REPLAY_NOTES.search(row.get("notes", ""))
-                if m and float(m.group(1)) > 0:
-                    spreads.append(100 * float(m.group(2)) / float(m.group(1)))
-        return max(spreads)
     with open(path) as f:
         for line in f:
             line = line.strip()

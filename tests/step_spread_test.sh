@@ -40,16 +40,16 @@ check 70.711 "$tmp/job.out"
 echo '{"kind": "pytorch-ddp-step", "batch_per_rank": 8, "step_times_s": [5]}' >"$tmp/one.json"
 check 0.000 "$tmp/one.json"
 check 50.000 --batch 8 "$tmp/job.out" "$tmp/cal.jsonl"
-# A replay: steps median 2 s, stddev 0.2 s (10 %); forward passes median 1.1 s on one rank and
-# 1.6 s on the other (45.455 %); on one rank only the steps count.
+# A replay: steps median 2 s, stddev 0.2 s (10 %); the ranks' forward passes 45.455 % apart
+# (dlvalidate replay's forward_imbalance, a fraction); on one rank only the steps count.
 cat >"$tmp/replay.json" <<'J'
-{"kind": "replay-measurement", "summary": {"step_time_s": {"median": 2, "stddev": 0.2}},
- "ranks": [{"forward_s": [1, 1.1, 1.2]}, {"forward_s": [1.5, 1.6, 1.65]}]}
+{"kind": "replay-measurement", "summary": {"step_time_s": {"median": 2, "stddev": 0.2},
+ "forward_imbalance": 0.45455}}
 J
 check 45.455 "$tmp/replay.json"
 cat >"$tmp/replay1.json" <<'J'
-{"kind": "replay-measurement", "summary": {"step_time_s": {"median": 2, "stddev": 0.2}},
- "ranks": [{"forward_s": [1, 1.1, 1.2]}]}
+{"kind": "replay-measurement", "summary": {"step_time_s": {"median": 2, "stddev": 0.2},
+ "forward_imbalance": 0}}
 J
 check 10.000 "$tmp/replay1.json"
 # A file that is not there: one line naming it, exit code 2.

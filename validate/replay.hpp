@@ -67,6 +67,9 @@ struct ReplayMeasurement {
 // The ranks' forward-pass imbalance of ReplayMeasurement (0 for fewer than two ranks), and the
 // host of the slowest rank.
 std::pair<double, std::string> forward_imbalance(const std::vector<RankTimes>& ranks);
+// Above this imbalance (a fraction) `dlvalidate replay` warns that a core gave its rank less time
+// (docs/validate-replay.md, "Output"; the live validation's noise limit is the same 5 %).
+inline constexpr double kForwardImbalanceWarning = 0.05;
 
 // Runs the replay on every rank of `comm`. Returns the measurement on rank 0 (others get an
 // empty one). Bad options are InputErrors; ranks whose configuration differs from rank 0's are

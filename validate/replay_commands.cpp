@@ -89,7 +89,7 @@ void add_replay_command(CLI::App& app, const std::string& command) {
         "median ({:.4f}-{:.4f} s over {} steps), {:.2f} samples/s\n",
         m.model, m.ranks, m.nodes, o.batch, o.framework, m.strategy, m.step_median_s, m.step_min_s,
         m.step_max_s, o.steps, m.samples_per_s);
-    if (m.ranks > 1 && m.forward_imbalance > 0.05) {
+    if (m.ranks > 1 && m.forward_imbalance > kForwardImbalanceWarning) {
       // The ranks run the same forward pass: a slower one had less of its core.
       std::cerr << fmt::format(
           "dlvalidate: warning: the forward pass on {} took {:.1f} % longer than on the fastest "
