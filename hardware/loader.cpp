@@ -536,6 +536,7 @@ NodeSpec parse_node(const ConfigNode& n, const std::string& stem, Context& ctx) 
     field(h, "cores", node.host.cores, inherited, positive_int);
     field(h, "memory", node.host.memory, inherited, capacity);
     field(h, "memory_bandwidth", node.host.memory_bandwidth, inherited, bandwidth);
+    if (h.has("shm_bandwidth")) node.host.shm_bandwidth = bandwidth(h.child("shm_bandwidth"));
     h.finish();
   });
   field(n, "nics", node.nics, inherited, non_negative_int);

@@ -95,6 +95,11 @@ struct HostSpec {
   int cores = 1;
   Bytes memory;
   Bandwidth memory_bandwidth;
+  // What NCCL's shared-memory transport carries each way between two GPUs it does not connect
+  // peer to peer (beyond a PCIe switch on Intel: ncclTopoCheckP2p), with both directions busy as
+  // in a ring: a measured figure of the platform; none where not given (the search's figure for
+  // the path stands).
+  std::optional<Bandwidth> shm_bandwidth;
 };
 
 struct LinkType {

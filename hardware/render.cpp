@@ -140,6 +140,7 @@ void print(Printer& p, const NodeSpec& n) {
   p.count("cores", n.host.cores);
   p.bytes("memory", n.host.memory);
   p.bandwidth("memory_bandwidth", n.host.memory_bandwidth);
+  if (n.host.shm_bandwidth) p.bandwidth("shm_bandwidth", *n.host.shm_bandwidth);
   p.end();
   p.count("nics", n.nics);
   p.begin("link_types");

@@ -103,18 +103,23 @@ class Nccl : public CollectiveAlgorithm {
       if (!forced_.empty() && e.algorithm != forced_) continue;
       if (!next || e.time < next->time) next = &e;
     }
-    c.why = fmt::format("NCCL {} tuner: {}/{} ({}{} channels{}); graph: {}{}",
-                        comm.library->tuner.version, b.algorithm, b.protocol,
-                        forced_.empty() ? "" : "algorithm forced, ", choice.launched_channels,
-                        next ? fmt::format(", next {}/{} {:.1f} us", next->algorithm,
-                                           next->protocol, next->time * 1e6)
-                             : "",
-                        topo.summary,
-                        choice.transport_bound
-                            ? fmt::format("; bound by the transport: {} rank(s) sending between "
-                                          "nodes of {:.2f} GB/s each",
-                                          topo.ring.rings.size(), topo.flow_cap / 1e9)
-                            : "");
+    c.why = fmt::format(
+        "NCCL {} tuner: {}/{} ({}{} channels{}); graph: {}{}{}", comm.library->tuner.version,
+        b.algorithm, b.protocol, forced_.empty() ? "" : "algorithm forced, ",
+        choice.launched_channels,
+        next ? fmt::format(", next {}/{} {:.1f} us", next->algorithm, next->protocol,
+                           next->time * 1e6)
+             : "",
+        topo.summary,
+        choice.transport_bound ? fmt::format("; bound by the transport: {} rank(s) sending between "
+                                             "nodes of {:.2f} GB/s each",
+                                             topo.ring.rings.size(), topo.flow_cap / 1e9)
+                               : "",
+        choice.shm_bound ? fmt::format("; bound by host memory: GPUs beyond NCCL's P2P level "
+                                       "exchange through its SHM transport at {:.2f} GB/s "
+                                       "(host.shm_bandwidth)",
+                                       topo.shm_cap / 1e9)
+                         : "");
     return c;
   }
 

@@ -97,6 +97,15 @@ double search_bw(const Topology& topo, int id) {
   return bw;
 }
 
+// The farthest path type over which NCCL connects two GPUs of a node peer to peer; beyond it
+// they exchange through host memory, its SHM transport (src/graph/paths.cc, ncclTopoCheckP2p,
+// 2.21: PXB, "don't use P2P across CPU host bridges and further apart", except a pair of GPUs
+// on an AMD host).
+PathType p2p_level(const hardware::HostSpec& host, int gpus) {
+  if (host.vendor == "amd" && gpus <= 2) return PathType::kSys;
+  return PathType::kPxb;
+}
+
 double route_bottleneck(const Topology& topo, const std::vector<int>& route) {
   double bw = kInf;
   for (int id : route) bw = std::min(bw, search_bw(topo, id));
@@ -112,6 +121,9 @@ struct IntraGraph {
   PathType type = PathType::kLoc;
   bool nvlink_cycles = false;
   std::vector<std::vector<int>> orders;
+  // B/s, 0 for none: the node's SHM transport rate (HostSpec::shm_bandwidth) where a hop of its
+  // ring goes through host memory.
+  double shm = 0;
 };
 
 IntraGraph intra_graph(const Communicator& comm, const std::vector<int>& ranks, const TunerSpec& t,
@@ -200,6 +212,8 @@ IntraGraph intra_graph(const Communicator& comm, const std::vector<int>& ranks, 
     g.capacity = g.bw;
     g.channels = 1;
     g.orders = {identity};
+    const auto& host = topo.node(comm.rank_slot[ranks.front()]).host;
+    if (host.shm_bandwidth && worst > p2p_level(host, n)) g.shm = host.shm_bandwidth->value();
   }
   return g;
 }
@@ -282,6 +296,9 @@ NcclTopology nccl_search(const Communicator& comm) {
     auto [it, added] = intra_of.try_emplace({topo.node(slot).about.name, gpus});
     if (added) it->second = intra_graph(comm, nodes[j], t, hopper, max_search);
     intra[j] = &it->second;
+    if (it->second.shm > 0) {
+      out.shm_cap = out.shm_cap > 0 ? std::min(out.shm_cap, it->second.shm) : it->second.shm;
+    }
     if (nodes[j].size() > 1 &&
         (!tightest || it->second.channels * it->second.bw < tightest->channels * tightest->bw)) {
       tightest = &it->second;
@@ -730,6 +747,17 @@ NcclChoice nccl_tune(const hardware::LibrarySpec& library, const NcclTopology& t
     if (bus > limit) {
       choice.alg_bw *= limit / bus;
       choice.transport_bound = true;
+    }
+  }
+  // Nor the host's: GPUs that NCCL does not connect peer to peer exchange through host memory
+  // (its SHM transport), whose rate with both directions busy is the platform's
+  // (HostSpec::shm_bandwidth); every channel of the graph crosses that hop, so the bus bandwidth
+  // is at most that rate.
+  if (topo.shm_cap > 0 && best->bus_bw > 0 && best->alg_bw > 0 && best->algorithm != "nvls") {
+    const double bus = best->bus_bw * choice.alg_bw / best->alg_bw;
+    if (bus > topo.shm_cap) {
+      choice.alg_bw *= topo.shm_cap / bus;
+      choice.shm_bound = true;
     }
   }
   choice.time = best->latency + (choice.alg_bw > 0 ? bytes / choice.alg_bw : kInf);

@@ -48,6 +48,9 @@ struct NcclTopology {
   // B/s, 0 for none: the most one rank moves between nodes over the transport
   // (Topology::per_flow_cap): its proxy thread drives its sockets, one stream's worth.
   double flow_cap = 0;
+  // B/s, 0 for none: the SHM transport's rate where a node's ring goes through host memory
+  // (HostSpec::shm_bandwidth), the least over the job's nodes.
+  double shm_cap = 0;
 };
 
 // Runs the search; deterministic, and cheap enough to run once per communicator.
@@ -76,6 +79,7 @@ struct NcclChoice {
   double alg_bw = 0;             // best.alg_bw x launched / runtime channels (B/s)
   double time = 0;               // best.latency + bytes / alg_bw (s)
   bool transport_bound = false;  // alg_bw lowered to the graph's rings x NcclTopology::flow_cap
+  bool shm_bound = false;        // bus bandwidth lowered to NcclTopology::shm_cap
 };
 
 // Throws InputError when `algorithm` is forced but not offered, or cannot run `op`.

@@ -162,7 +162,8 @@ TEST_CASE("a_ring_across_sockets_runs_at_nccls_figure_for_the_cpus_interconnect"
   // DGX-1 have no NVLink cycle (GPU 4's only NVLink peer among them is GPU 0), so the one ring
   // crosses the sockets: busbw 6.0 GB/s, against 5.57 GB/s measured for 1 GiB (collectives.csv,
   // tartan_pnnl, 5 GPUs); 12.0 GB/s (the PCIe uplinks) before. hkbu-ib's generic Skylake node
-  // (4 GPUs, two under each socket): 10 GB/s. A node without a generation keeps its link's rate.
+  // (4 GPUs, two under each socket) without its measured SHM rate: 10 GB/s. A node without a
+  // generation keeps its link's rate.
   struct Expected {
     std::string cluster;
     int gpus;
@@ -170,7 +171,9 @@ TEST_CASE("a_ring_across_sockets_runs_at_nccls_figure_for_the_cpus_interconnect"
   };
   for (const auto& e : {Expected{"dgx1-p100", 5, 6e9}, Expected{"hkbu-ib", 4, 10e9}}) {
     CAPTURE(e.cluster);
-    Job job(hardware::load_cluster(e.cluster), e.gpus);
+    auto spec = hardware::load_cluster(e.cluster);
+    for (auto& g : spec.groups) g.node.host.shm_bandwidth.reset();
+    Job job(spec, e.gpus);
     const double bytes = 1 << 30;
     const auto r = run_collective(request(CollectiveOp::kAllReduce, bytes), job.comm, "ring");
     CHECK(r.cost.algorithm == "ring");
@@ -181,6 +184,47 @@ TEST_CASE("a_ring_across_sockets_runs_at_nccls_figure_for_the_cpus_interconnect"
   Job job(cluster, 5);
   const auto r = run_collective(request(CollectiveOp::kAllReduce, 1 << 30), job.comm, "ring");
   CHECK(r.busbw == doctest::Approx(12e9).epsilon(0.01));
+}
+
+TEST_CASE("gpus_beyond_nccls_p2p_level_exchange_through_host_memory_at_the_nodes_shm_rate") {
+  // hkbu-ib's node (pcie-4gpu) puts two GPUs under each socket's PCIe switch, and NCCL connects
+  // GPUs peer to peer only up to PXB on Intel (ncclTopoCheckP2p), so its ring crosses the sockets
+  // through host memory: every channel at most the node's host.shm_bandwidth, 3.9 GB/s
+  // (NVIDIA/nccl#384), bus bandwidth 3.9 GB/s where NCCL's own model says 10. Two GPUs under one
+  // switch (PIX) stay peer to peer: 12 GB/s (PCI_BW).
+  Job four(hardware::load_cluster("hkbu-ib"), 4);
+  const double bytes = 1 << 30;
+  const auto r = run_collective(request(CollectiveOp::kAllReduce, bytes), four.comm, "ring");
+  CHECK(r.busbw == doctest::Approx(3.9e9).epsilon(0.01));
+  CHECK(r.cost.time.value() == doctest::Approx(r.time.value()).epsilon(1e-3));
+  CHECK(r.cost.why.find("SHM transport at 3.90 GB/s") != std::string::npos);
+  Job two(hardware::load_cluster("hkbu-ib"), 2);
+  const auto p = run_collective(request(CollectiveOp::kAllReduce, bytes), two.comm, "ring");
+  CHECK(p.busbw == doctest::Approx(12e9).epsilon(0.01));
+  CHECK(p.cost.why.find("SHM") == std::string::npos);
+  // GPUs 0 and 1 moved under different sockets: on Intel through host memory; a pair of GPUs
+  // on an AMD host is peer to peer (ncclTopoCheckP2p), no SHM ceiling.
+  auto split = hardware::load_cluster("hkbu-ib");
+  for (auto& g : split.groups) {
+    for (auto& l : g.node.links) {
+      if (l.a == "gpu1" && l.b == "plx0") l.b = "plx1";
+    }
+  }
+  Job intel(split, 2);
+  const auto i = run_collective(request(CollectiveOp::kAllReduce, bytes), intel.comm, "ring");
+  CHECK(i.busbw == doctest::Approx(3.9e9).epsilon(0.01));
+  for (auto& g : split.groups) {
+    g.node.host.vendor = "amd";
+    g.node.host.generation = "zen2";
+  }
+  Job amd(split, 2);
+  const auto q = run_collective(request(CollectiveOp::kAllReduce, bytes), amd.comm, "ring");
+  CHECK(q.cost.why.find("SHM") == std::string::npos);
+  CHECK(q.busbw > 3.9e9 * 2);
+  // Across nodes, each node's chain crosses its sockets the same way.
+  Job eight(hardware::load_cluster("hkbu-ib"), 8);
+  const auto m = run_collective(request(CollectiveOp::kAllReduce, bytes), eight.comm, "ring");
+  CHECK(m.busbw == doctest::Approx(3.9e9).epsilon(0.01));
 }
 
 TEST_CASE("mpi_ring_allreduce_time_is_its_closed_form_with_latency_once_per_step") {
@@ -376,7 +420,8 @@ TEST_CASE("a_tcp_transport_bounds_each_sending_rank_to_one_streams_worth") {
   // IPoIB (ib-edr-ipoib): one TCP stream moves 20 Gbit/s (open-mpi/ompi#9087), far below the
   // 100 Gbit/s port. The pcie-4gpu node's one ring leaves each node from one rank, so a 1 GiB
   // allreduce between nodes reaches 2.5 GB/s bus bandwidth, and the flows take the tuner's own
-  // time. The same cluster over RDMA is bound by the node's PCIe path instead.
+  // time. The same cluster over RDMA is bound by the node's sockets instead: its ring crosses
+  // them through host memory (NCCL's SHM transport, 3.9 GB/s).
   Job ipoib(hardware::load_cluster("hkbu-ipoib"), 16);
   const auto r = run_collective(request(CollectiveOp::kAllReduce, 1 << 30), ipoib.comm, "auto");
   CHECK(r.busbw == doctest::Approx(2.5e9).epsilon(0.01));
@@ -384,8 +429,9 @@ TEST_CASE("a_tcp_transport_bounds_each_sending_rank_to_one_streams_worth") {
   CHECK(r.time.value() == doctest::Approx(r.cost.time.value()).epsilon(0.01));
   Job rdma(hardware::load_cluster("hkbu-ib"), 16);
   const auto d = run_collective(request(CollectiveOp::kAllReduce, 1 << 30), rdma.comm, "auto");
-  CHECK(d.busbw > 2 * r.busbw);
+  CHECK(d.busbw == doctest::Approx(3.9e9).epsilon(0.01));
   CHECK(d.cost.why.find("bound by the transport") == std::string::npos);
+  CHECK(d.cost.why.find("bound by host memory") != std::string::npos);
 }
 
 TEST_CASE("nccl_runs_fewer_channels_for_small_messages") {
