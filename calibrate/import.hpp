@@ -20,6 +20,9 @@ namespace dlsim::calibrate {
 struct ImportOptions {
   std::string op;  // allreduce, allgather, reducescatter, broadcast, reduce, alltoall
   std::optional<int> ranks, nodes;
+  // nccl-tests: how NCCL connected the GPUs (SHM, P2P, NET), where the log has no NCCL_DEBUG=INFO
+  // channel lines to say; empty: unknown.
+  std::string transport;
 };
 
 Results import_nccl_tests(const std::string& path, const ImportOptions& options = {});

@@ -17,6 +17,7 @@
 // nthreads x ngpus x devices.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -154,6 +155,13 @@ double type_bytes(const std::string& type) {
 const char* const kOpChoices = "allreduce, allgather, reducescatter, broadcast, reduce, alltoall";
 
 // What the log says about one run (one table), gathered from the lines before its header.
+// --transport as the INFO lines spell it: SHM, P2P, NET.
+std::string transport_name(std::string given) {
+  std::transform(given.begin(), given.end(), given.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+  return given;
+}
+
 struct RunInfo {
   std::string test;                       // all_reduce, ... ("" when the run does not name it)
   int test_line = 0;                      // where it was named
@@ -161,6 +169,7 @@ struct RunInfo {
   int threads_x_gpus = 0;                 // from "# nThread T nGpus G"
   int processes = 0;                      // from an echoed mpirun/srun line, or SLURM_NTASKS=
   int nodes = 0;                          // from an echoed srun -N / SLURM_NNODES=
+  std::set<std::string> transports;       // SHM, P2P, NET: from NCCL INFO channel lines
 };
 
 struct Columns {
@@ -326,9 +335,18 @@ struct TextReader {
         R"(NCCL INFO\s+(NCCL_[A-Z0-9_]+) set by environment to (\S+))");
     static const std::regex slurm_tasks(R"(^SLURM_NTASKS=(\d+)\s*$)");
     static const std::regex slurm_nodes(R"(^SLURM_(?:JOB_)?NNODES=(\d+)\s*$)");
+    // NCCL_DEBUG=INFO's connection lines: "Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct"
+    // (2.5 on), "Ring 00 : 0[0] -> 1[1] via direct shared memory" or "via P2P/IPC" (2.4).
+    static const std::regex channel(
+        R"(NCCL INFO\s+(?:Channel|Ring)\s+\d+\S*\s*:.*\bvia\s+(SHM|P2P|NET|direct shared memory))");
     std::smatch m;
+    if (std::regex_search(l, m, channel)) {
+      const std::string t = m[1].str();
+      run.transports.insert(t == "direct shared memory" ? "SHM" : t);
+    }
     if (std::regex_search(l, m, nthread)) {
       run.rank_hosts.clear();  // a new run: its device lines follow
+      run.transports.clear();
       run.threads_x_gpus = std::min(1 << 20, log_count(m[1].str(), where, "nThread")) *
                            std::min(1 << 10, log_count(m[2].str(), where, "nGpus"));
     } else if (std::regex_search(l, m, rank_line)) {
@@ -496,6 +514,15 @@ struct TextReader {
     if (nodes > ranks) {
       fail_at(at(table_line), "--nodes", fmt::format("{} nodes for {} ranks", nodes, ranks));
     }
+    std::string transport = fmt::format("{}", fmt::join(run.transports, "+"));
+    if (!options.transport.empty()) {
+      const std::string given = transport_name(options.transport);
+      if (!transport.empty() && transport != given) {
+        fail_at(at(table_line), "--transport",
+                fmt::format("the log's NCCL INFO lines say {}, not {}", transport, given));
+      }
+      transport = given;
+    }
 
     for (const auto& row : rows) {
       const SourceLocation where = at(row.line);
@@ -526,6 +553,7 @@ struct TextReader {
       meas.samples_s = {time_us * 1e-6};
       meas.params["source_line"] = std::to_string(row.line);
       meas.params["busbw_GBps"] = tokens[c.busbw];
+      if (!transport.empty()) meas.params["transport"] = transport;
       if (c.in_place_time && *c.in_place_time < tokens.size()) {
         if (to_number(tokens[*c.in_place_time])) {
           meas.params["in_place_time_us"] = tokens[*c.in_place_time];
@@ -771,6 +799,7 @@ Results import_json(const std::string& path, const std::string& text,
     meas.dtype = *dtype;
     meas.samples_s = {time_us * 1e-6};
     meas.params["source_index"] = std::to_string(i);
+    if (!options.transport.empty()) meas.params["transport"] = transport_name(options.transport);
     if (!out_of_place) meas.params["variant"] = "in_place";
     if (out_of_place && row.contains("in_place") && row["in_place"].is_object() &&
         row["in_place"].contains(time_key) && row["in_place"][time_key].is_number()) {

@@ -50,6 +50,11 @@ void add_import(CLI::App& app, const std::string& command) {
       c->add_option("--op", opt->import.op,
                     "The collective, where the log does not say: allreduce, allgather, "
                     "reducescatter, broadcast, reduce, alltoall");
+      c->add_option("--transport", opt->import.transport,
+                    "How NCCL connected the GPUs, where the log has no NCCL_DEBUG=INFO channel "
+                    "lines: shm (through host memory, e.g. NCCL_P2P_DISABLE=1 or GeForce "
+                    "GPUs), p2p, net")
+          ->check(CLI::IsMember({"shm", "p2p", "net"}, CLI::ignore_case));
     }
     c->add_option("--ranks", opt->import.ranks, "Ranks of the run, where the log does not say")
         ->check(CLI::Range(1, dlsim::kMaxRanks));

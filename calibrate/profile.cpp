@@ -555,6 +555,32 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
             : s.bytes.back() / big.time(s.bytes.back()) * bus_factor(s.op, s.ranks) / 1e9,
         big.min_bytes, big.max_bytes, f.fit.regimes.size(), f.fit.worst_relative_error() * 100));
   }
+  // ---- NCCL's SHM transport: GPUs of one node through host memory (host.shm_bandwidth) ----
+  {
+    // An allreduce on one node whose GPUs NCCL connected through host memory (the INFO lines
+    // say SHM, or --transport shm): both directions busy, as a ring loads them. Its bus
+    // bandwidth at the largest size measured is what such a ring reaches (docs/networks.md,
+    // "NCCL's choices").
+    const Measurement* top = nullptr;
+    for (const auto& m : ms) {
+      const auto t = m.params.find("transport");
+      if (m.backend != "nccl" || m.op != "allreduce" || m.nodes != 1 || m.ranks < 2 ||
+          t == m.params.end() || t->second != "SHM" || m.samples_s.empty()) {
+        continue;
+      }
+      if (!top || m.bytes > top->bytes || (m.bytes == top->bytes && m.ranks > top->ranks)) {
+        top = &m;
+      }
+    }
+    if (top) {
+      const double busbw = top->bytes / stat(*top) * bus_factor("allreduce", top->ranks);
+      host_fields.push_back(fmt::format("shm_bandwidth: {}", gbps(busbw)));
+      out.report.push_back(fmt::format(
+          "NCCL's SHM transport: allreduce busbw {:.3f} GB/s at {:.0f} B on {} GPUs of one node "
+          "through host memory (host.shm_bandwidth: bounds NCCL rings that cross such a hop)",
+          busbw / 1e9, top->bytes, top->ranks));
+    }
+  }
   // ---- ranks of this host over gloo (run gloo): the node's path between ranks, the library ----
   std::string node_yaml;
   {
@@ -906,8 +932,9 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
       host_fields.empty() ? "" : fmt::format("  host: {{{}}}\n", fmt::join(host_fields, ", "));
   if (gpu_yaml.empty() && network_yaml.empty() && host_yaml.empty() && node_yaml.empty()) {
     fail_at({}, "RESULTS",
-            "nothing to fit: no compute or memory sweep and no point-to-point results between "
-            "two nodes");
+            "nothing to fit: no compute or memory sweep, no point-to-point results between "
+            "two nodes, and no one-node allreduce through host memory (import nccl-tests "
+            "--transport shm)");
   }
 
   std::string y =

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "calibrate/fit.hpp"
+#include "calibrate/import.hpp"
 #include "calibrate/profile.hpp"
 #include "common/error.hpp"
 #include "hardware/loader.hpp"
@@ -473,4 +474,35 @@ TEST_CASE(
   CHECK(u[0].tensors == 2);
   CHECK(u[0].time.value() == doctest::Approx(40e-6));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("profile: an allreduce through host memory on one node is the node's shm_bandwidth") {
+  // Two GeForce RTX 2080 Ti without peer-to-peer, nccl-tests all_reduce_perf -g 2 (the log
+  // corpus' AutoDL run): 4.00 GB/s bus bandwidth at 1 GiB, 268,588 us. Imported with
+  // --transport shm, it becomes host.shm_bandwidth, and NCCL rings of the profile that cross the
+  // sockets of its base node (pcie-4gpu) are held to it.
+  cal::ImportOptions shm;
+  shm.transport = "shm";
+  const auto r = cal::import_nccl_tests(
+      std::string(DLSIM_LOG_CORPUS) +
+          "/nccl-tests/autodl_2080ti_multirun_allreduce_allgather_bcast_reduce_alltoall.log",
+      shm);
+  cal::ProfileOptions o;
+  o.base = "hkbu-ib";
+  o.name = "geforce";
+  const auto p = cal::fit_profile({r}, o);
+  const double busbw = 1073741824 / 268588e-6;  // bus factor 1 on 2 ranks
+  CHECK(p.yaml.find(fmt::format("shm_bandwidth: \"{:.6g}GB/s\"", busbw / 1e9)) !=
+        std::string::npos);
+  // Without the transport nothing says the GPUs went through host memory: nothing to fit.
+  const auto plain = cal::import_nccl_tests(
+      std::string(DLSIM_LOG_CORPUS) +
+      "/nccl-tests/autodl_2080ti_multirun_allreduce_allgather_bcast_reduce_alltoall.log");
+  try {
+    cal::fit_profile({plain}, o);
+    FAIL("fitted a profile from collectives alone");
+  } catch (const dlsim::InputError& e) {
+    CHECK(std::string(e.what()).find("nothing to fit") != std::string::npos);
+    CHECK(std::string(e.what()).find("--transport shm") != std::string::npos);
+  }
 }

@@ -283,3 +283,42 @@ TEST_CASE("importers: imported results are valid results files (written and read
     CHECK(back.provenance.tool == r.provenance.tool);
   }
 }
+
+TEST_CASE("nccl-tests: NCCL INFO channel lines name the transport, --transport where they do not") {
+  const std::string corpus = std::string(DLSIM_LOG_CORPUS) + "/nccl-tests/";
+  // Two nodes of one T4 each: every channel line says "via NET/AWS Libfabric/0".
+  const std::string efa = corpus + "eksefa_allreduce_t4_2node_tagged_ncclinfo.log";
+  const auto net = cal::import_nccl_tests(efa);
+  REQUIRE(!net.measurements.empty());
+  for (const auto& m : net.measurements) CHECK(m.params.at("transport") == "NET");
+  cal::ImportOptions shm;
+  shm.transport = "shm";
+  CHECK(error_of([&] {
+          cal::import_nccl_tests(efa, shm);
+        }).find("--transport: the log's NCCL INFO lines say NET, not SHM") != std::string::npos);
+  // Two GeForce RTX 2080 Ti (no peer-to-peer): the log has no INFO lines; the user says SHM.
+  const std::string geforce =
+      corpus + "autodl_2080ti_multirun_allreduce_allgather_bcast_reduce_alltoall.log";
+  for (const auto& m : cal::import_nccl_tests(geforce).measurements) {
+    CHECK(m.params.count("transport") == 0);
+  }
+  for (const auto& m : cal::import_nccl_tests(geforce, shm).measurements) {
+    CHECK(m.params.at("transport") == "SHM");
+  }
+  // NCCL 2.4's wording ("via direct shared memory", "via P2P/IPC") in the first run of that log.
+  std::ifstream in(geforce);
+  std::string text, line;
+  for (int n = 1; std::getline(in, line) && n <= 42; ++n) {
+    text += line + "\n";
+    if (n == 6) {
+      text += "node:1:2 [0] NCCL INFO Ring 00 : 0[0] -> 1[1] via direct shared memory\n";
+      text += "node:1:2 [1] NCCL INFO Ring 00 : 1[1] -> 0[0] via P2P/IPC\n";
+    }
+  }
+  const auto path = std::filesystem::temp_directory_path() / "dlsim_nccl_tests_ring24.log";
+  std::ofstream(path) << text;
+  const auto both = cal::import_nccl_tests(path.string());
+  REQUIRE(!both.measurements.empty());
+  CHECK(both.measurements.front().params.at("transport") == "P2P+SHM");
+  std::filesystem::remove(path);
+}
