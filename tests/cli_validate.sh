@@ -18,7 +18,7 @@ fail() {
 }
 
 # Data sets left out of the gate, each with its reason in docs/validate.md.
-not_gated="dle_pyt_rn50_2012 dle_tf_bert_1908 dle_tf_bert_1908_standin h100_torch h100_precisions h100_replay h200_torch hkbu_ddlbench2020"
+not_gated="dle_pyt_rn50_2012 dle_tf_bert_1908 dle_tf_bert_1908_standin h100_precisions h100_replay hkbu_ddlbench2020"
 
 all_cases=("$root"/validate/cases/*.yaml)
 gated_cases=()
