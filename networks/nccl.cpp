@@ -752,8 +752,11 @@ NcclChoice nccl_tune(const hardware::LibrarySpec& library, const NcclTopology& t
   // Nor the host's: GPUs that NCCL does not connect peer to peer exchange through host memory
   // (its SHM transport), whose rate with both directions busy is the platform's
   // (HostSpec::shm_bandwidth); every channel of the graph crosses that hop, so the bus bandwidth
-  // is at most that rate.
-  if (topo.shm_cap > 0 && best->bus_bw > 0 && best->alg_bw > 0 && best->algorithm != "nvls") {
+  // is at most that rate. A broadcast or reduce is a chain whose data flow one way: through host
+  // memory it was measured at 10-11 GB/s, near the PCIe path's own rate, and is left to it (a
+  // chain of 4 or more GPUs that crosses the sockets both ways is not bounded: a simplification).
+  if (topo.shm_cap > 0 && !rooted && best->bus_bw > 0 && best->alg_bw > 0 &&
+      best->algorithm != "nvls") {
     const double bus = best->bus_bw * choice.alg_bw / best->alg_bw;
     if (bus > topo.shm_cap) {
       choice.alg_bw *= topo.shm_cap / bus;
