@@ -81,7 +81,7 @@ class Nccl : public CollectiveAlgorithm {
       return c;
     }
     const auto& topo = search(comm);
-    const auto choice = nccl_tune(*comm.library, topo, req.op, req.size.value(), forced_);
+    const auto choice = nccl_tune(*comm.library, topo, req.op, req.size.value(), forced_, req.root);
     const auto& b = choice.best;
     c.algorithm = b.algorithm;
     c.protocol = b.protocol;
@@ -134,7 +134,7 @@ class Nccl : public CollectiveAlgorithm {
     const int n = comm.size();
     if (n < 2) return s;
     const auto& topo = search(comm);
-    const auto choice = nccl_tune(*comm.library, topo, req.op, req.size.value(), forced_);
+    const auto choice = nccl_tune(*comm.library, topo, req.op, req.size.value(), forced_, req.root);
     const auto& b = choice.best;
     s.algorithm = b.algorithm;
     s.channels = choice.launched_channels;

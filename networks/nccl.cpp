@@ -198,7 +198,6 @@ IntraGraph intra_graph(const Communicator& comm, const std::vector<int>& ranks, 
     // the most loaded link leaves it.
     std::map<int, int> load;
     PathType worst = PathType::kLoc;
-    std::vector<std::vector<int>> hops;
     for (int i = 0; i < n; ++i) {
       route.clear();
       topo.route(comm.rank_vertex[ranks[i]], comm.rank_vertex[ranks[(i + 1) % n]], -1, route);
@@ -531,6 +530,28 @@ NcclTopology nccl_search(const Communicator& comm) {
   }
   out.ring = ring;
   out.tree = ring;  // NCCL's trees use the ring's channels and speeds (init.cc)
+  // Which hops of the first ring go through host memory: inside a node whose host gives its SHM
+  // rate, beyond NCCL's P2P level.
+  if (out.shm_cap > 0 && !ring.rings.empty()) {
+    std::map<int, int> local;  // slot -> the job's GPUs on it
+    for (const auto& ranks : nodes) {
+      local[comm.rank_slot[ranks.front()]] = static_cast<int>(ranks.size());
+    }
+    const auto& order = ring.rings.front();
+    std::vector<int> hop;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const int a = order[i], b = order[(i + 1) % order.size()];
+      const int slot = comm.rank_slot[a];
+      const auto& host = topo.node(slot).host;
+      bool shm = false;
+      if (slot == comm.rank_slot[b] && host.shm_bandwidth) {
+        hop.clear();
+        topo.route(comm.rank_vertex[a], comm.rank_vertex[b], -1, hop);
+        shm = path_type(topo, hop) > p2p_level(host, local[slot]);
+      }
+      out.shm_hops.push_back(shm);
+    }
+  }
 
   // NVLS: Hopper GPUs that all reach one NVSwitch, on one node of more than two GPUs.
   const bool offered =
@@ -570,7 +591,7 @@ double cap(const std::map<std::string, hardware::PerNodeCount>& table, const std
 }  // namespace
 
 NcclChoice nccl_tune(const hardware::LibrarySpec& library, const NcclTopology& topo,
-                     CollectiveOp op, double bytes, const std::string& algorithm) {
+                     CollectiveOp op, double bytes, const std::string& algorithm, int root) {
   const auto& t = library.tuner;
   const int n = topo.ranks;
   const int nodes = topo.nodes;
@@ -752,10 +773,23 @@ NcclChoice nccl_tune(const hardware::LibrarySpec& library, const NcclTopology& t
   // Nor the host's: GPUs that NCCL does not connect peer to peer exchange through host memory
   // (its SHM transport), whose rate with both directions busy is the platform's
   // (HostSpec::shm_bandwidth); every channel of the graph crosses that hop, so the bus bandwidth
-  // is at most that rate. A broadcast or reduce is a chain whose data flow one way: through host
-  // memory it was measured at 10-11 GB/s, near the PCIe path's own rate, and is left to it (a
-  // chain of 4 or more GPUs that crosses the sockets both ways is not bounded: a simplification).
-  if (topo.shm_cap > 0 && !rooted && best->bus_bw > 0 && best->alg_bw > 0 &&
+  // is at most that rate. A broadcast or reduce is a chain along the ring that leaves out one
+  // hop (the one into the root for a broadcast, out of it for a reduce): where it crosses host
+  // memory once, its data flow one way, which was measured at 10-11 GB/s, near the PCIe path's
+  // own rate, and it is left to that; where it crosses twice or more, the crossings go both ways
+  // (a ring between two sockets crosses them alternately) and the rate holds.
+  bool both_ways = !rooted;
+  if (rooted && root >= 0 && !topo.shm_hops.empty()) {
+    const auto& order = topo.ring.rings.front();
+    const auto at =
+        static_cast<std::size_t>(std::find(order.begin(), order.end(), root) - order.begin());
+    const std::size_t size = order.size();
+    const std::size_t skipped = op == CollectiveOp::kBroadcast ? (at + size - 1) % size : at;
+    int crossings = 0;
+    for (std::size_t i = 0; i < size; ++i) crossings += i != skipped && topo.shm_hops[i];
+    both_ways = crossings >= 2;
+  }
+  if (topo.shm_cap > 0 && both_ways && best->bus_bw > 0 && best->alg_bw > 0 &&
       best->algorithm != "nvls") {
     const double bus = best->bus_bw * choice.alg_bw / best->alg_bw;
     if (bus > topo.shm_cap) {

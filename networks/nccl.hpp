@@ -51,6 +51,9 @@ struct NcclTopology {
   // B/s, 0 for none: the SHM transport's rate where a node's ring goes through host memory
   // (HostSpec::shm_bandwidth), the least over the job's nodes.
   double shm_cap = 0;
+  // Per hop of the first ring (ring.rings.front()[i] to the next): whether it goes through host
+  // memory at that rate; empty where no hop does.
+  std::vector<bool> shm_hops;
 };
 
 // Runs the search; deterministic, and cheap enough to run once per communicator.
@@ -84,6 +87,7 @@ struct NcclChoice {
 
 // Throws InputError when `algorithm` is forced but not offered, or cannot run `op`.
 NcclChoice nccl_tune(const hardware::LibrarySpec& library, const NcclTopology& topo,
-                     CollectiveOp op, double bytes, const std::string& algorithm = "");
+                     CollectiveOp op, double bytes, const std::string& algorithm = "",
+                     int root = -1);
 
 }  // namespace dlsim::networks

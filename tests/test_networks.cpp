@@ -232,6 +232,20 @@ TEST_CASE("gpus_beyond_nccls_p2p_level_exchange_through_host_memory_at_the_nodes
   const auto one_way = run_collective(b, intel.comm, "ring");
   CHECK(one_way.busbw > 3.9e9 * 2);
   CHECK(one_way.cost.why.find("SHM") == std::string::npos);
+  // On the 4-GPU node the ring 0 1 2 3 crosses the sockets at 1 -> 2 and 3 -> 0. A broadcast
+  // leaves out the hop into its root, a reduce the hop out of it: from root 0 a broadcast
+  // crosses once (one way, unbounded) and a reduce twice (both ways, 3.9 GB/s); from root 1 the
+  // broadcast crosses twice, and from root 3 the reduce once.
+  const auto rooted = [&](CollectiveOp op, int root) {
+    auto req = request(op, bytes);
+    req.root = root;
+    return run_collective(req, four.comm, "ring").cost.why.find("SHM transport") !=
+           std::string::npos;
+  };
+  CHECK_FALSE(rooted(CollectiveOp::kBroadcast, 0));
+  CHECK(rooted(CollectiveOp::kReduce, 0));
+  CHECK(rooted(CollectiveOp::kBroadcast, 1));
+  CHECK_FALSE(rooted(CollectiveOp::kReduce, 3));
 }
 
 TEST_CASE("mpi_ring_allreduce_time_is_its_closed_form_with_latency_once_per_step") {
