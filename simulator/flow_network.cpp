@@ -63,16 +63,18 @@ void FlowNetwork::activate(Flow f) {
     classes_.back().cap = f.cap;
   }
   auto& c = classes_[static_cast<std::size_t>(it->second)];
+  if (c.flows.empty()) live_.push_back(it->second);
   f.finish = c.served + f.bytes;
   c.flows.push_back(std::move(f));
   std::push_heap(c.flows.begin(), c.flows.end(), later<Flow, Flow>);
   ++active_;
   // Flows that start at the same instant are solved once, after all of them have arrived:
-  // an event at `now` runs after those already queued for `now`.
-  if (!solve_pending_) {
+  // an event at `now` runs after those already queued for `now`. Flows started by the callbacks
+  // of update() are solved by it.
+  if (!solve_pending_ && !in_callbacks_) {
     solve_pending_ = true;
     kernel_.at(kernel_.now(), [this] {
-      solve_pending_ = false;
+      if (!solve_pending_) return;  // an update() at this instant has solved since
       update();
     });
   }
@@ -82,7 +84,10 @@ void FlowNetwork::advance() {
   const Time now = kernel_.now();
   if (now == last_) return;
   const double dt = to_seconds(now - last_);
-  for (auto& c : classes_) c.served += c.rate * dt;
+  for (const int k : live_) {
+    auto& c = classes_[static_cast<std::size_t>(k)];
+    c.served += c.rate * dt;
+  }
   last_ = now;
 }
 
@@ -90,66 +95,75 @@ void FlowNetwork::update() {
   advance();
   const Time now = kernel_.now();
   // Retire finished flows (within a picosecond of work or a relative 1e-9 of their size: time
-  // is integer picoseconds); their callbacks run after the re-solve, in the order the flows
-  // started, so a callback that starts a new flow sees consistent state.
-  auto& finished = finished_;
-  finished.clear();
-  links_.clear();
-  begin_.clear();
-  caps_.clear();
-  weights_.clear();
-  solved_.clear();
-  for (std::size_t k = 0; k < classes_.size(); ++k) {
-    auto& c = classes_[k];
+  // is integer picoseconds).
+  std::vector<Flow> done;
+  done.swap(finished_);
+  done.clear();
+  std::size_t kept = 0;
+  for (const int k : live_) {
+    auto& c = classes_[static_cast<std::size_t>(k)];
     while (!c.flows.empty()) {
       const auto& top = c.flows.front();
       if (top.finish - c.served > std::max(top.bytes * 1e-9, c.rate * 1e-12)) break;
       std::pop_heap(c.flows.begin(), c.flows.end(), later<Flow, Flow>);
-      finished.push_back(std::move(c.flows.back()));
+      done.push_back(std::move(c.flows.back()));
       c.flows.pop_back();
       --active_;
     }
     if (c.flows.empty()) {
       c.served = 0;
       c.rate = 0;
-      continue;
+    } else {
+      live_[kept++] = k;
     }
-    solved_.push_back(static_cast<int>(k));
+  }
+  live_.resize(kept);
+  // Their callbacks run in the order the flows started, before the re-solve: flows they start
+  // at this instant join it, so the rates are solved once per instant. A callback may start
+  // flows, which may finish at once and call back in turn.
+  std::sort(done.begin(), done.end(), [](const Flow& a, const Flow& b) { return a.seq < b.seq; });
+  in_callbacks_ = true;
+  for (auto& f : done) {
+    for (auto* o : observers_) o->on_flow(*f.links, f.bytes, f.start, now);
+    f.done();
+  }
+  in_callbacks_ = false;
+  done.clear();
+  if (finished_.empty()) finished_.swap(done);  // keep the capacity
+  solve();
+}
+
+void FlowNetwork::solve() {
+  solve_pending_ = false;
+  links_.clear();
+  begin_.clear();
+  caps_.clear();
+  weights_.clear();
+  solved_.clear();
+  for (const int k : live_) {
+    const auto& c = classes_[static_cast<std::size_t>(k)];
+    solved_.push_back(k);
     begin_.push_back(links_.size());
     links_.insert(links_.end(), c.links->begin(), c.links->end());
     caps_.push_back(c.cap);
     weights_.push_back(static_cast<int>(c.flows.size()));
   }
   begin_.push_back(links_.size());
-  std::sort(finished.begin(), finished.end(),
-            [](const Flow& a, const Flow& b) { return a.seq < b.seq; });
   const std::uint64_t gen = ++generation_;
-  if (!solved_.empty()) {
-    solver_.solve_unchecked({capacity_, links_, begin_, caps_, weights_}, rates_);
-    double next = std::numeric_limits<double>::infinity();
-    for (std::size_t i = 0; i < solved_.size(); ++i) {
-      auto& c = classes_[static_cast<std::size_t>(solved_[i])];
-      c.rate = rates_[i];
-      if (c.rate > 0) next = std::min(next, (c.flows.front().finish - c.served) / c.rate);
-    }
-    if (std::isfinite(next)) {
-      // Round up so the flow has really finished when the event runs.
-      const auto ps = static_cast<Time>(std::ceil(next * static_cast<double>(kPicosPerSecond)));
-      kernel_.at(now + std::max<Time>(1, ps), [this, gen] {
-        if (gen == generation_) update();
-      });
-    }
+  if (solved_.empty()) return;
+  solver_.solve_unchecked({capacity_, links_, begin_, caps_, weights_}, rates_);
+  double next = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < solved_.size(); ++i) {
+    auto& c = classes_[static_cast<std::size_t>(solved_[i])];
+    c.rate = rates_[i];
+    if (c.rate > 0) next = std::min(next, (c.flows.front().finish - c.served) / c.rate);
   }
-  // A callback may start flows and so re-enter update(): run them from a list of our own.
-  std::vector<Flow> done;
-  done.swap(finished);
-  for (auto& f : done) {
-    for (auto* o : observers_) o->on_flow(*f.links, f.bytes, f.start, now);
-    f.done();
-  }
-  if (finished.empty()) {
-    done.clear();
-    finished.swap(done);  // keep the capacity
+  if (std::isfinite(next)) {
+    // Round up so the flow has really finished when the event runs.
+    const auto ps = static_cast<Time>(std::ceil(next * static_cast<double>(kPicosPerSecond)));
+    kernel_.at(kernel_.now() + std::max<Time>(1, ps), [this, gen] {
+      if (gen == generation_) update();
+    });
   }
 }
 

@@ -89,13 +89,15 @@ class FlowNetwork {
   void activate(Flow f);
   // Moves every class's served bytes on to now at its current rate.
   void advance();
-  // Advances, finishes the flows that are done, re-solves the rates and schedules the next
-  // completion.
+  // Advances, finishes the flows that are done and runs their callbacks, then solve().
   void update();
+  // Re-solves the rates of the flows in progress and schedules the next completion.
+  void solve();
 
   EventKernel& kernel_;
   std::vector<double> capacity_;
   std::vector<FlowClass> classes_;  // in order of first appearance
+  std::vector<int> live_;           // the classes with flows, in the order they got them
   std::unordered_map<ClassKey, int, ClassHash> class_index_;
   std::size_t active_ = 0;
   std::uint64_t seq_ = 0;
@@ -105,7 +107,8 @@ class FlowNetwork {
   std::set<std::vector<int>> routes_;
   Time last_ = 0;
   std::uint64_t generation_ = 0;  // completion events of an older solution are stale
-  bool solve_pending_ = false;
+  bool solve_pending_ = false;    // a solve is queued at the current instant
+  bool in_callbacks_ = false;     // update() is running finished flows' callbacks
   MaxMinSolver solver_;
   // The solver's input: one entry per class with flows (solved_ names the class).
   std::vector<int> links_, weights_, solved_;

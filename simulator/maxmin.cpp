@@ -75,96 +75,124 @@ void MaxMinSolver::solve_unchecked(const MaxMinInput& in, std::vector<double>& r
   // Growing only: resize to a size already held neither allocates nor clears, and new entries
   // come in as 0 as the invariant requires.
   if (count_.size() < num_links) {
-    remaining_.resize(num_links);
     count_.resize(num_links, 0);
-    saturated_.resize(num_links, 0);
+    crossings_.resize(num_links, 0);
+    link_end_.resize(num_links, 0);
+    position_.resize(num_links, 0);
   }
+  frozen_.assign(flows, 0);
   active_links_.clear();
-  active_flows_.clear();
+  by_cap_.clear();
 
-  // One pass over the routes: count crossings per link and list every link touched.
-  double min_cap = kInf;  // smallest cap among unfrozen flows, B/s
+  // One pass over the routes: count crossings per link, list every link touched, and list the
+  // flows with a cap.
+  std::size_t unfrozen = 0;
   for (std::size_t f = 0; f < flows; ++f) {
     if (in.begin[f] == in.begin[f + 1]) {
       rates[f] = in.cap[f];  // nothing to share: the flow runs at its own limit
+      frozen_[f] = 1;
       continue;
     }
-    active_flows_.push_back(static_cast<int>(f));
-    min_cap = std::min(min_cap, in.cap[f]);
+    ++unfrozen;
+    if (std::isfinite(in.cap[f])) by_cap_.push_back(static_cast<int>(f));
     const int w = in.weight.empty() ? 1 : in.weight[f];
     for (std::size_t i = in.begin[f]; i < in.begin[f + 1]; ++i) {
       const auto l = static_cast<std::size_t>(in.links[i]);
-      const bool first_crossing = count_[l] == 0;
+      if (crossings_[l] == 0) active_links_.push_back(static_cast<int>(l));
       count_[l] += w;
-      if (first_crossing) {
-        remaining_[l] = in.capacity[l];
-        active_links_.push_back(static_cast<int>(l));
-      }
+      ++crossings_[l];
     }
   }
+  // Each touched link's flows, one entry per crossing (a flow crossing twice is listed twice),
+  // and the level at which it fills if every flow it carries keeps rising.
+  std::size_t at = 0;
+  fill_.resize(active_links_.size());
+  for (std::size_t k = 0; k < active_links_.size(); ++k) {
+    const auto l = static_cast<std::size_t>(active_links_[k]);
+    link_end_[l] = at;
+    at += crossings_[l];
+    position_[l] = k;
+    fill_[k] = in.capacity[l] / count_[l];
+  }
+  link_flows_.resize(at);
+  for (std::size_t f = 0; f < flows; ++f) {
+    for (std::size_t i = in.begin[f]; i < in.begin[f + 1]; ++i) {
+      const auto l = static_cast<std::size_t>(in.links[i]);
+      link_flows_[link_end_[l]++] = static_cast<int>(f);
+    }
+  }
+  std::sort(by_cap_.begin(), by_cap_.end(), [&](int a, int b) {
+    return in.cap[static_cast<std::size_t>(a)] < in.cap[static_cast<std::size_t>(b)];
+  });
+  std::size_t next_cap = 0;  // by_cap_[next_cap..] holds every unfrozen flow with a cap
 
-  // `level` is the common rate of every unfrozen flow (B/s); each link's remaining_ already has
-  // level x count_ taken off, so the next link event is at level + min(remaining_ / count_).
+  // `level` is the common rate of every unfrozen flow (B/s). A link's fill_ stays put while its
+  // flows keep rising (what is left of it shrinks as fast as the level grows); when one of them
+  // freezes at `level`, the link has (fill - level) x count left for the others.
   double level = 0.0;
-  while (!active_flows_.empty()) {
-    // Next event: the link that fills first, or the smallest cap.
-    double link_step = kInf;
-    int bottleneck = -1;
-    for (const int l : active_links_) {
-      const auto li = static_cast<std::size_t>(l);
-      const double share = remaining_[li] / count_[li];
-      if (share < link_step) {
-        link_step = share;
-        bottleneck = l;
-      }
+  const auto freeze = [&](std::size_t f) {
+    frozen_[f] = 1;
+    --unfrozen;
+    rates[f] = std::min(level, in.cap[f]);  // never above its cap, even by the tolerance
+    const int w = in.weight.empty() ? 1 : in.weight[f];
+    for (std::size_t i = in.begin[f]; i < in.begin[f + 1]; ++i) {
+      const auto l = static_cast<std::size_t>(in.links[i]);
+      double& fill = fill_[position_[l]];
+      const double left = std::max(0.0, fill - level) * count_[l];
+      count_[l] -= w;
+      fill = count_[l] > 0 ? level + left / count_[l] : kInf;
     }
-    // Every unfrozen flow crosses at least one (finite) link, so link_step is finite here.
-    const bool cap_event = min_cap - level <= link_step;
-    const double step = cap_event ? min_cap - level : link_step;
+  };
+  while (unfrozen > 0) {
+    while (next_cap < by_cap_.size() && frozen_[static_cast<std::size_t>(by_cap_[next_cap])]) {
+      ++next_cap;
+    }
+    const double min_cap = next_cap < by_cap_.size()
+                               ? in.cap[static_cast<std::size_t>(by_cap_[next_cap])]
+                               : kInf;  // smallest cap among unfrozen flows, B/s
+    // Next event: the link that fills first, or the smallest cap. Every unfrozen flow crosses
+    // at least one (finite) link, so min_fill is finite here.
+    double min_fill = kInf;
+    for (const double fill : fill_) min_fill = std::min(min_fill, fill);
     // Landing exactly on the cap lets `cap <= level` freeze that flow without rounding doubts.
-    level = cap_event ? min_cap : level + step;
-
-    for (const int l : active_links_) {
-      const auto li = static_cast<std::size_t>(l);
-      remaining_[li] -= step * count_[li];
-      if (remaining_[li] <= kRelTol * in.capacity[li] || (!cap_event && l == bottleneck)) {
-        remaining_[li] = 0.0;
-        saturated_[li] = 1;
-      }
-    }
+    level = std::min(min_cap, min_fill);
+    const double limit = level * (1.0 + kRelTol);
 
     // Freeze the flows that hit their cap or cross a full link; the rest keep rising.
-    const double cap_limit = level * (1.0 + kRelTol);
-    std::size_t kept = 0;
-    min_cap = kInf;
-    for (const int f : active_flows_) {
-      const auto fi = static_cast<std::size_t>(f);
-      const std::size_t first = in.begin[fi];
-      const std::size_t last = in.begin[fi + 1];
-      bool frozen = in.cap[fi] <= cap_limit;
-      for (std::size_t i = first; i < last && !frozen; ++i) {
-        frozen = saturated_[static_cast<std::size_t>(in.links[i])] != 0;
-      }
-      if (!frozen) {
-        active_flows_[kept++] = f;
-        min_cap = std::min(min_cap, in.cap[fi]);
-        continue;
-      }
-      rates[fi] = std::min(level, in.cap[fi]);  // never above its cap, even by the tolerance
-      const int w = in.weight.empty() ? 1 : in.weight[fi];
-      for (std::size_t i = first; i < last; ++i) count_[static_cast<std::size_t>(in.links[i])] -= w;
+    for (; next_cap < by_cap_.size(); ++next_cap) {
+      const auto f = static_cast<std::size_t>(by_cap_[next_cap]);
+      if (in.cap[f] > limit) break;
+      if (!frozen_[f]) freeze(f);
     }
-    active_flows_.resize(kept);
-
-    // A saturated link lost all its flows just above (each crossed it, so each froze); drop it
-    // with every other link no unfrozen flow crosses, restoring its zero entries.
-    std::size_t kept_links = 0;
-    for (const int l : active_links_) {
+    full_.clear();
+    for (std::size_t k = 0; k < fill_.size(); ++k) {
+      if (fill_[k] <= limit) full_.push_back(active_links_[k]);
+    }
+    for (const int l : full_) {
       const auto li = static_cast<std::size_t>(l);
-      saturated_[li] = 0;
-      if (count_[li] > 0) active_links_[kept_links++] = l;
+      const std::size_t last = link_end_[li];
+      for (std::size_t i = last - crossings_[li]; i < last; ++i) {
+        const auto f = static_cast<std::size_t>(link_flows_[i]);
+        if (!frozen_[f]) freeze(f);
+      }
     }
-    active_links_.resize(kept_links);
+
+    // A full link lost all its flows just above (each crossed it, so each froze); drop it with
+    // every other link no unfrozen flow crosses, restoring its zero entries.
+    std::size_t kept = 0;
+    for (std::size_t k = 0; k < active_links_.size(); ++k) {
+      const int l = active_links_[k];
+      const auto li = static_cast<std::size_t>(l);
+      if (count_[li] > 0) {
+        position_[li] = kept;
+        fill_[kept] = fill_[k];
+        active_links_[kept++] = l;
+      } else {
+        crossings_[li] = 0;
+      }
+    }
+    active_links_.resize(kept);
+    fill_.resize(kept);
   }
 }
 

@@ -40,8 +40,9 @@ class MaxMinSolver {
   // flow has a negative, infinite or NaN capacity, a cap is negative or NaN, or `weight` is
   // neither empty nor one positive entry per flow.
   //
-  // Cost: O(iterations x (unfrozen flows x route length + links still in use)), plus a single
-  // pass over the routes; links no flow crosses are never visited. An iteration freezes every
+  // Cost: O(iterations x links still in use + F log F + the routes' length): a flow is visited
+  // when it freezes (through the links it crosses), not at every iteration; links no flow
+  // crosses are never visited. An iteration freezes every
   // flow whose bottleneck is reached within a relative 1e-12 of the same level, so symmetric
   // problems finish in one iteration.
   void solve(const MaxMinInput& in, std::vector<double>& rates);
@@ -54,12 +55,18 @@ class MaxMinSolver {
   void validate(const MaxMinInput& in) const;
 
   // Per link, indexed by link id and sized to the largest `capacity` seen. Between calls every
-  // entry of count_ and saturated_ is 0, so a call only touches the links its flows cross.
-  std::vector<double> remaining_;  // B/s not yet given to frozen flows or the common level
-  std::vector<int> count_;         // crossings by unfrozen flows (a flow counts once per crossing)
-  std::vector<char> saturated_;    // 1 while a link is found full in the current iteration
-  std::vector<int> active_links_;  // links with count_ > 0: the touched-link list
-  std::vector<int> active_flows_;  // flows not yet frozen
+  // entry of count_ and crossings_ is 0, so a call only touches the links its flows cross.
+  std::vector<int> count_;             // crossings by unfrozen flows, weighted
+  std::vector<int> crossings_;         // crossings by every flow of this call, one per flow
+  std::vector<std::size_t> link_end_;  // where the link's flows end in link_flows_
+  std::vector<std::size_t> position_;  // the link's index in active_links_
+  std::vector<int> link_flows_;        // each touched link's flows, link after link
+  // Per link still crossed by an unfrozen flow.
+  std::vector<int> active_links_;  // its id
+  std::vector<double> fill_;       // the level (B/s) at which it is full
+  std::vector<int> full_;          // links found full in the current iteration
+  std::vector<int> by_cap_;        // the flows with a finite cap, by cap
+  std::vector<char> frozen_;       // per flow
 };
 
 }  // namespace dlsim::simulator
