@@ -50,7 +50,7 @@ check "hardware show -o /dev/null" "$dlsim" hardware show default -o /dev/null
 check "dlcalibrate import -o /dev/null" "$dlcal" import osu "$fx/osu_bw.txt" -o /dev/null
 check "dlcalibrate show -o /dev/null" "$dlcal" show "$fx/results_one_allreduce.jsonl" -o /dev/null
 check "dlvalidate published -o /dev/null" "$dlval" published --data "$data/throughput.csv" \
-  --cases "$src/validate/cases/tfbench2017.yaml" -o /dev/null --json /dev/null --html /dev/null
+  --cases "$src/validate/cases/dle_pyt_rn50_2103.yaml" -o /dev/null --json /dev/null --html /dev/null
 check "/dev/null and /dev/full are still character devices" devices_intact
 
 # A full device: one line naming it, exit 2, the device left as it was.
@@ -60,7 +60,7 @@ check "a failed trace leaves no result" test ! -e "$tmp/p.txt"
 expect_error "/dev/full: writing failed" "$dlsim" scale --model resnet50 --gpus 1,2 --plot /dev/full
 expect_error "/dev/full: writing failed" "$dlcal" import osu "$fx/osu_bw.txt" -o /dev/full
 expect_error "/dev/full: writing failed" "$dlval" published --data "$data/throughput.csv" \
-  --cases "$src/validate/cases/tfbench2017.yaml" -o /dev/full
+  --cases "$src/validate/cases/dle_pyt_rn50_2103.yaml" -o /dev/full
 expect_error "standard output: writing failed" sh -c "exec \"$dlsim\" model list >/dev/full"
 check "/dev/full is still a character device" devices_intact
 

@@ -28,7 +28,7 @@ run_all() {  # run_all DIR
     "$dlcal" show "$fx/results_one_allreduce.jsonl" -o show.txt
     "$dlval" published --data "$src/validate/data/throughput.csv" \
       --data "$src/validate/data/scaling_claims.csv" \
-      --cases "$src/validate/cases/tfbench2017.yaml" --cases "$src/validate/cases/horovod_docs.yaml" \
+      --cases "$src/validate/cases/dle_pyt_rn50_2103.yaml" --cases "$src/validate/cases/horovod_docs.yaml" \
       -o report.md --json report.json --html report.html --svg-dir svg
   ) >"$d.log" 2>&1 || { echo "FAIL: a command failed in $d"; cat "$d.log"; exit 1; }
 }
