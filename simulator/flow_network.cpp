@@ -96,8 +96,7 @@ void FlowNetwork::update() {
   const Time now = kernel_.now();
   // Retire finished flows (within a picosecond of work or a relative 1e-9 of their size: time
   // is integer picoseconds).
-  std::vector<Flow> done;
-  done.swap(finished_);
+  auto& done = finished_;  // callbacks cannot re-enter update(): only events call it
   done.clear();
   std::size_t kept = 0;
   for (const int k : live_) {
@@ -129,7 +128,6 @@ void FlowNetwork::update() {
   }
   in_callbacks_ = false;
   done.clear();
-  if (finished_.empty()) finished_.swap(done);  // keep the capacity
   solve();
 }
 

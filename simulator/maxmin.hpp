@@ -42,9 +42,8 @@ class MaxMinSolver {
   //
   // Cost: O(iterations x links still in use + F log F + the routes' length): a flow is visited
   // when it freezes (through the links it crosses), not at every iteration; links no flow
-  // crosses are never visited. An iteration freezes every
-  // flow whose bottleneck is reached within a relative 1e-12 of the same level, so symmetric
-  // problems finish in one iteration.
+  // crosses are never visited. An iteration freezes every flow whose bottleneck is reached
+  // within a relative 1e-12 of the same level, so symmetric problems finish in one iteration.
   void solve(const MaxMinInput& in, std::vector<double>& rates);
   // The same without the checks, for a caller that builds the input itself from valid parts
   // (FlowNetwork: interned routes over the topology's links, caps it set); the checks cost as
