@@ -41,6 +41,8 @@ PredictOptions framework_scheme(const PredictOptions& base, const std::string& s
     if (scheme != "byteps") f.ps_on_gpu = b.ps_on_gpu;
   }
   if (scheme == "byteps") f.partition_bytes = b.partition_bytes;
+  // TensorFlow's XLA stays on for the schemes that run under the same TensorFlow script.
+  if (scheme == "horovod" || scheme == "keras" || scheme == "byteps") f.xla = b.xla;
   o.framework_options = f;
   return o;
 }

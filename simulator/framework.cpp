@@ -27,6 +27,21 @@ networks::PsOptions ps_options(const FrameworkOptions& o, int servers) {
   return ps;
 }
 
+void apply_xla(const FrameworkOptions& o, const std::string& framework, ResolvedPolicy& p) {
+  if (!o.xla) return;
+  // XLA compiles the backward pass into clusters that the framework's custom ops cannot join; a
+  // cluster's outputs exist only once the whole cluster has run, so the framework is told of
+  // the gradients together, at the end of backward (horovod/horovod#1673, #1283;
+  // docs/simulator.md, "XLA").
+  p.params.xla = true;
+  p.settings["xla"] = "on";
+  p.description += ", XLA auto-clustering";
+  p.after_backward = fmt::format(
+      "XLA compiles the backward pass into clusters, whose gradients {} receives only when the "
+      "cluster has run",
+      framework);
+}
+
 void refuse(bool given, const std::string& flag, const std::string& framework) {
   if (given) fail_at({}, flag, "does not apply to framework '" + framework + "'");
 }

@@ -47,6 +47,9 @@ struct FrameworkOptions {
   std::optional<bool> ps_on_gpu;
   std::optional<bool> ps_colocated;
   std::optional<Bytes> partition_bytes;  // byteps
+  // horovod, keras: TensorFlow compiles the step with XLA auto-clustering, so the gradients
+  // leave the compiled backward pass together (docs/simulator.md, "XLA").
+  bool xla = false;
 };
 
 // What a policy knows of the job when it plans a step.
@@ -124,6 +127,10 @@ class PerTensorLauncher : public GradientLauncher {
 // Shared by policies: the parameter-server layout the options ask for, colocated on the CPU by
 // default, with `servers` unless --ps-servers is given.
 networks::PsOptions ps_options(const FrameworkOptions& o, int servers);
+
+// Shared by the policies whose exchange runs as TensorFlow custom ops (horovod, keras, byteps):
+// under XLA auto-clustering (`options.xla`) every exchange waits for the backward pass.
+void apply_xla(const FrameworkOptions& options, const std::string& framework, ResolvedPolicy& p);
 
 // Shared by policies: rejects an option the policy does not take.
 void refuse(bool given, const std::string& flag, const std::string& framework);

@@ -37,8 +37,15 @@ void add_framework_flags(CLI::App* c, FrameworkFlags& f) {
       ->type_name("SIZE");
 }
 
+void add_xla_flag(CLI::App* c, FrameworkFlags& f) {
+  c->add_flag("--xla", f.xla,
+              "horovod, keras, byteps: TensorFlow with XLA auto-clustering; the gradients leave "
+              "the compiled backward pass together, so every exchange starts after it");
+}
+
 FrameworkOptions parse_framework_flags(const FrameworkFlags& f) {
   FrameworkOptions fw;
+  fw.xla = f.xla;
   if (!f.fusion_threshold.empty()) {
     fw.fusion_threshold = parse_flag(f.fusion_threshold, "--fusion-threshold", parse_bytes);
   }

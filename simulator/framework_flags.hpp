@@ -16,10 +16,15 @@ struct FrameworkFlags {
   std::string fusion_threshold, cycle_time, bucket_cap, first_bucket, mode, ps_placement, ps_device,
       partition;
   std::optional<int> ps_servers;
+  bool xla = false;
 };
 
 // Declares the flags on `command`.
 void add_framework_flags(CLI::App* command, FrameworkFlags& flags);
+
+// Declares --xla (TensorFlow's XLA auto-clustering) on a command that predicts a framework's
+// step; the replay, which runs libtorch, has no such runtime and does not declare it.
+void add_xla_flag(CLI::App* command, FrameworkFlags& flags);
 
 // A bad value is an InputError naming its flag (--fusion-threshold, ...).
 FrameworkOptions parse_framework_flags(const FrameworkFlags& flags);

@@ -46,6 +46,7 @@ class Byteps : public FrameworkPolicy {
           "byteps on one node: partitions of {:.0f} B summed with the library's allreduce "
           "inside the node, no parameter server",
           partition);
+      apply_xla(o, name, p);
       return p;
     }
     p.strategy = "ps";
@@ -64,6 +65,7 @@ class Byteps : public FrameworkPolicy {
         "byteps: sum inside the node, partitions of {:.0f} B spread over {} {} server(s), each "
         "pushed and pulled when ready",
         partition, p.ps.servers, p.ps.colocated ? "colocated" : "dedicated");
+    apply_xla(o, name, p);
     return p;
   }
 

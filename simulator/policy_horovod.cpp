@@ -4,6 +4,7 @@
 // fusion threshold, and each buffer is copied in, allreduced with NCCL and copied out
 // (MEMCPY_IN_FUSION_BUFFER, NCCL_ALLREDUCE, MEMCPY_OUT_FUSION_BUFFER in Horovod's timeline).
 // `keras` is Horovod under tf.keras (horovod.tensorflow.keras): the same policy and defaults.
+// With TensorFlow's XLA auto-clustering (`xla`) every exchange waits for the backward pass.
 // Defaults and sources: docs/simulator.md, "horovod".
 
 #include <fmt/format.h>
@@ -83,6 +84,7 @@ class Horovod : public FrameworkPolicy {
     p.settings["cycle_time"] = format_seconds(cycle);
     p.description = fmt::format("{}: tensor fusion up to {} every {} cycle, {} allreduce", name_,
                                 format_bytes(threshold), format_seconds(cycle), p.strategy);
+    apply_xla(o, name_, p);
     return p;
   }
 

@@ -61,6 +61,7 @@ class PytorchDdp : public FrameworkPolicy {
     refuse(o.cycle_time.has_value(), "--cycle-time", name);
     refuse(o.mode.has_value(), "--mode", name);
     refuse(o.partition_bytes.has_value(), "--partition", name);
+    refuse(o.xla, "--xla", name);
     ResolvedPolicy p;
     p.strategy = strategy.value_or("auto");
     p.ps = ps_options(o, 1);

@@ -120,6 +120,9 @@ expect_failure "--ps-servers: 20 dedicated servers need 20 free nodes" predict -
 expect_failure "--ps-servers: does not apply to framework 'byteps on one node" predict --model resnet50 --gpus 4 --framework byteps --ps-servers 2
 expect_failure "--ps-servers: Value 0 not in range" "${p[@]}" --framework byteps --ps-servers 0
 expect_failure "Could not convert: --no-overlap = maybe" "${p[@]}" --no-overlap=maybe
+expect_failure "--xla: does not apply to framework 'pytorch-ddp'" "${p[@]}" --framework pytorch-ddp --xla
+expect_failure "--xla: does not apply to framework 'tf-ps'" "${p[@]}" --framework tf-ps --xla
+expect_failure "Could not convert: --xla = maybe" "${p[@]}" --xla=maybe
 expect_failure "--ps-device: unknown device 'tpu'" "${p[@]}" --framework tf-ps --ps-device tpu
 expect_failure "--mode: unknown tf-ps mode 'bogus'" "${p[@]}" --framework tf-ps --mode bogus
 expect_failure "--optimizer: unknown optimizer 'lamb'" "${p[@]}" --optimizer lamb

@@ -22,7 +22,7 @@ fail() {
 }
 
 # Data sets left out of the gate, each with its reason in docs/validate.md.
-not_gated="dle_pyt_rn50_2012 dle_tf_bert_1908 dle_tf_bert_1908_standin h100_precisions h100_replay hkbu_ddlbench2020"
+not_gated="dle_pyt_rn50_2012 dle_tf_bert_1908_standin h100_precisions h100_replay hkbu_ddlbench2020"
 
 all_cases=("$root"/validate/cases/*.yaml)
 gated_cases=()
@@ -153,6 +153,10 @@ expect_failure "'cases[0].predict.overlap': expected true or false, got 'sometim
   --cases "$fx/bad_overlap.yaml"
 expect_failure "'cases[0].predict.partition': must be positive" --data "$tp" \
   --cases "$fx/bad_partition.yaml"
+expect_failure "'cases[0].predict.xla': expected true or false, got 'yes please'" --data "$tp" \
+  --cases "$fx/bad_xla.yaml"
+expect_failure "case 'resnet50': 1 GPUs: --xla: does not apply to framework 'pytorch-ddp'" \
+  --data "$tp" --cases "$fx/xla_pytorch.yaml"
 expect_failure "--max-median-error: must be a finite number in [0, 1e+06], got '-1'" --data "$tp" --cases "$tf" --max-median-error -1
 expect_failure "--max-p90-error: must be a finite number in [0, 1e+06], got 'nan'" --data "$tp" --cases "$tf" --max-p90-error nan
 

@@ -265,6 +265,41 @@ TEST_CASE("without_overlap_every_exchange_waits_for_the_whole_backward_pass") {
   }
 }
 
+TEST_CASE("under_xla_horovod_and_byteps_exchange_after_the_backward_pass") {
+  // docs/simulator.md, "XLA": TensorFlow's XLA auto-clustering hands the gradients to the
+  // framework's ops only when the compiled backward pass has run, so the step is exactly the
+  // step without overlap, and the output says why; frameworks without TensorFlow's custom ops
+  // refuse the flag, naming it.
+  for (const auto engine : {sim::Engine::kDes, sim::Engine::kAnalytic}) {
+    CAPTURE(static_cast<int>(engine));
+    for (const char* framework : {"horovod", "keras", "byteps"}) {
+      CAPTURE(framework);
+      auto o = options("bert_base", 16);
+      o.engine = engine;
+      o.framework = framework;
+      const auto wfbp = sim::predict(o);
+      o.framework_options.xla = true;
+      const auto xla = sim::predict(o);
+      o.framework_options.xla = false;
+      o.overlap = false;
+      const auto bsp = sim::predict(o);
+      CHECK(xla.step_time_s == doctest::Approx(bsp.step_time_s).epsilon(1e-12));
+      CHECK(xla.step_time_s > wfbp.step_time_s);
+      bool said = false;
+      for (const auto& w : xla.why) said |= w.find("XLA compiles the backward pass") != w.npos;
+      CHECK(said);
+      CHECK(xla.policy_settings.at("xla") == "on");
+    }
+  }
+  for (const char* framework : {"pytorch-ddp", "tf-ps", "tf-replicated", "mxnet-kvstore"}) {
+    CAPTURE(framework);
+    auto o = options("resnet50", 8);
+    o.framework = framework;
+    o.framework_options.xla = true;
+    CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--xla"), dlsim::InputError);
+  }
+}
+
 TEST_CASE("the_same_seed_gives_byte_identical_json_and_another_seed_other_stragglers") {
   auto o = options("resnet50", 64);
   const auto a = sim::to_json(sim::predict(o)).dump();
