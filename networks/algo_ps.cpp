@@ -9,10 +9,12 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 
 #include "networks/algorithms.hpp"
+#include "networks/nccl.hpp"
 
 namespace dlsim::networks::detail {
 namespace {
@@ -42,11 +44,15 @@ class ParameterServer : public CollectiveAlgorithm {
       for (const auto& ranks : nodes) {
         const auto a = ps_aggregator(req.ps, comm, ranks);
         pushers.push_back(a.vertex);
-        for (int r : ranks) {
-          gather.transfers.push_back({comm.rank_vertex[r], a.vertex, S});
-          scatter.transfers.push_back({a.pull_vertex, comm.rank_vertex[r], S});
-        }
         const int g = static_cast<int>(ranks.size());
+        // Summed and spread by NCCL through host memory: a reduce-scatter and an all-gather,
+        // each (g - 1) / g x S over the node's SHM rate (docs/networks.md, "BytePS").
+        const double shm = req.ps.library_in_node ? node_shm_rate(comm, ranks) : 0.0;
+        const double cap = shm > 0 ? shm * g / (g - 1) : std::numeric_limits<double>::infinity();
+        for (int r : ranks) {
+          gather.transfers.push_back({comm.rank_vertex[r], a.vertex, S, -1, cap});
+          scatter.transfers.push_back({a.pull_vertex, comm.rank_vertex[r], S, -1, cap});
+        }
         if (g > 1 && reduce_traffic(S, g) / a.memory.value() > worst) {
           worst = reduce_traffic(S, g) / a.memory.value();
           gather.reduce_bytes = reduce_traffic(S, g);

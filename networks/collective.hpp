@@ -58,6 +58,11 @@ struct PsOptions {
   // worker runs its own apply op on the server). Otherwise the server waits for every push,
   // sums them, and answers all pushers together.
   bool apply_each = false;
+  // The node's GPUs sum each tensor with the collective library before the push and spread the
+  // pulled value with it (BytePS: NCCL reduce-scatter and all-gather inside the machine). Where
+  // NCCL's ring of the node goes through host memory, both share the node's SHM transport rate
+  // (HostSpec::shm_bandwidth, docs/networks.md "BytePS").
+  bool library_in_node = false;
 };
 
 // Bytes each of the `ps.servers` servers holds of an exchange of `bytes` (or of `ps.tensors`),

@@ -262,6 +262,22 @@ std::vector<int> pcie_chain(int size, int entry, int exit) {
 
 }  // namespace
 
+double node_shm_rate(const Communicator& comm, const std::vector<int>& ranks) {
+  const int n = static_cast<int>(ranks.size());
+  if (n < 2) return 0;
+  const auto& topo = *comm.topo;
+  const auto& host = topo.node(comm.rank_slot[ranks.front()]).host;
+  if (!host.shm_bandwidth) return 0;
+  std::vector<int> route;
+  PathType worst = PathType::kLoc;
+  for (int i = 0; i < n; ++i) {
+    route.clear();
+    topo.route(comm.rank_vertex[ranks[i]], comm.rank_vertex[ranks[(i + 1) % n]], -1, route);
+    worst = std::max(worst, path_type(topo, route));
+  }
+  return worst > p2p_level(host, n) ? host.shm_bandwidth->value() : 0;
+}
+
 NcclTopology nccl_search(const Communicator& comm) {
   NcclTopology out;
   const auto& topo = *comm.topo;

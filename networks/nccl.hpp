@@ -59,6 +59,12 @@ struct NcclTopology {
 // Runs the search; deterministic, and cheap enough to run once per communicator.
 NcclTopology nccl_search(const Communicator& comm);
 
+// B/s, 0 for none: the SHM transport's rate (HostSpec::shm_bandwidth, measured with both
+// directions busy) where NCCL's ring over `ranks`, GPUs of one node in rank order, goes through
+// host memory because two neighbours are beyond the node's peer-to-peer level. Every NCCL
+// collective of the node's GPUs shares it.
+double node_shm_rate(const Communicator& comm, const std::vector<int>& ranks);
+
 // One (algorithm, protocol) of the tuner's cost table for a collective of `bytes`.
 struct NcclCost {
   std::string algorithm;  // ring, tree, nvls

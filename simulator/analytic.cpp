@@ -12,6 +12,7 @@
 #include <map>
 #include <tuple>
 
+#include "networks/nccl.hpp"
 #include "simulator/engine.hpp"
 
 namespace dlsim::simulator {
@@ -57,12 +58,20 @@ class PsQueues {
           networks::ps_server_traffic(group.ps.apply_each, sv.bytes, pushers) / sv.memory.value());
     }
     if (local) {
-      for (const auto& ranks : nodes) {
+      for (std::size_t j = 0; j < nodes.size(); ++j) {
+        const auto& ranks = nodes[j];
         const auto a = networks::ps_aggregator(group.ps, setup_.comm, ranks);
         const int g = static_cast<int>(ranks.size());
         if (g > 1) {
           add(links_ + static_cast<std::size_t>(a.vertex),
               networks::reduce_traffic(group.bytes, g) / a.memory.value());
+        }
+        // The library's reduce-scatter and all-gather through the node's SHM transport, which
+        // every exchange's in flight share (docs/networks.md, "BytePS").
+        if (group.ps.library_in_node && g > 1) {
+          if (const double shm = shm_rate(j, ranks); shm > 0) {
+            add(shm_ + j, 2 * group.bytes * (g - 1) / g / shm);
+          }
         }
       }
     }
@@ -94,6 +103,16 @@ class PsQueues {
   std::size_t links_;
   std::vector<double> work_, busy_;
   std::size_t sockets_ = work_.size();
+  // Then each node's SHM transport (shm_ + node), past every receiving socket: sockets number
+  // the servers, then the pushers.
+  std::size_t shm_ = sockets_ + static_cast<std::size_t>(setup_.resolved.ps.servers) +
+                     static_cast<std::size_t>(setup_.comm.size());
+  std::vector<double> shm_rates_;  // by node, -1: not yet known
+  double shm_rate(std::size_t j, const std::vector<int>& ranks) {
+    if (j >= shm_rates_.size()) shm_rates_.resize(j + 1, -1.0);
+    if (shm_rates_[j] < 0) shm_rates_[j] = networks::node_shm_rate(setup_.comm, ranks);
+    return shm_rates_[j];
+  }
   std::vector<std::size_t> touched_;
   // Routes by (source, destination, rail): thousands of exchanges reuse a few thousand routes.
   const std::vector<int>& route(const networks::Transfer& t) {

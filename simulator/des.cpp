@@ -13,6 +13,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "networks/nccl.hpp"
 #include "simulator/engine.hpp"
 #include "simulator/flow_network.hpp"
 
@@ -348,6 +349,9 @@ class DesStep {
     int vertex = 0;       // where the push leaves from
     int pull_vertex = 0;  // where the pull lands
     std::vector<int> gpus;
+    // The node's SHM transport, where its GPUs sum and spread with the collective library
+    // through host memory (PsOptions::library_in_node): its resource id, -1 for none.
+    int shm = -1;
     int pending = 0;
     int pulled = 0;
   };
@@ -378,10 +382,13 @@ class DesStep {
         x->pushers.push_back({v, v, {}});
       }
     } else {
-      for (const auto& ranks : s_.comm.ranks_by_node()) {
+      const auto nodes = s_.comm.ranks_by_node();
+      for (std::size_t j = 0; j < nodes.size(); ++j) {
+        const auto& ranks = nodes[j];
         const auto a = networks::ps_aggregator(ps, s_.comm, ranks);
         Pusher p{a.vertex, a.pull_vertex, {}};
         for (int r : ranks) p.gpus.push_back(s_.comm.rank_vertex[static_cast<std::size_t>(r)]);
+        if (ps.library_in_node) p.shm = shm_resource(j, ranks);
         x->pushers.push_back(std::move(p));
       }
     }
@@ -464,10 +471,32 @@ class DesStep {
     net_->start(std::vector<int>{it->second}, bytes, 0, kInfinity, std::move(done));
   }
 
+  // Node j's SHM transport as a resource of the flow network (created on first use); -1 where
+  // NCCL's ring of the node does not go through host memory.
+  int shm_resource(std::size_t j, const std::vector<int>& ranks) {
+    if (j >= shm_.size()) shm_.resize(j + 1, -2);
+    if (shm_[j] == -2) {
+      const double rate = networks::node_shm_rate(s_.comm, ranks);
+      shm_[j] = rate > 0 ? net_->add_resource(rate) : -1;
+    }
+    return shm_[j];
+  }
+  // The library's reduce-scatter (gather) or all-gather (scatter) of `bytes` over the node's
+  // g GPUs through its SHM transport: (g - 1) / g x bytes of it, sharing the transport with
+  // every other such collective of the node in flight (docs/networks.md, "BytePS").
+  void through_shm(const Pusher& pu, double bytes, std::function<void()> done) {
+    const double g = static_cast<double>(pu.gpus.size());
+    net_->start(std::vector<int>{pu.shm}, bytes * (g - 1) / g, 0, kInfinity, std::move(done));
+  }
+
   void gather(Exchange* x, std::size_t p) {
     auto& pu = x->pushers[p];
     if (pu.gpus.empty()) {
       push(x, p);
+      return;
+    }
+    if (pu.shm >= 0) {
+      through_shm(pu, x->group.bytes, [this, x, p] { push(x, p); });
       return;
     }
     pu.pending = static_cast<int>(pu.gpus.size());
@@ -528,6 +557,13 @@ class DesStep {
     auto& pu = x->pushers[p];
     if (pu.gpus.empty()) {
       pusher_done(x);
+      return;
+    }
+    if (pu.shm >= 0) {
+      // The pulled value is copied to the aggregating GPU, which spreads it.
+      send(pu.pull_vertex, pu.vertex, x->group.bytes, [this, x, p] {
+        through_shm(x->pushers[p], x->group.bytes, [this, x] { pusher_done(x); });
+      });
       return;
     }
     pu.pending = static_cast<int>(pu.gpus.size());
@@ -675,6 +711,7 @@ class DesStep {
   std::vector<std::unique_ptr<Exchange>> exchanges_;
   std::unordered_map<std::uint64_t, Hop> hops_;  // by (src << 32 | dst)
   std::map<int, int> sockets_;                   // receiving socket -> its resource id
+  std::vector<int> shm_;                         // node -> its SHM resource (-2: not yet known)
   std::map<std::tuple<int, int, int>, const std::vector<int>*> socket_routes_;
   std::vector<int> route_;
 };

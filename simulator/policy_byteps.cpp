@@ -55,6 +55,9 @@ class Byteps : public FrameworkPolicy {
     // The node's GPUs sum a partition before one push (NCCL reduce to a root GPU, then a copy
     // to host memory), and the pulled partition is copied back to every GPU.
     p.ps.aggregation = networks::PsAggregation::kGpu;
+    // ... with NCCL: reduce-scatter and all-gather across the machine's GPUs (a BytePS author,
+    // bytedance/byteps#87: "Within a worker, we use ReduceScatter + AllGather").
+    p.ps.library_in_node = true;
     // ps-lite: one ZeroMQ connection per worker and server, messages in order.
     p.ps.ordered = true;
     // ps-lite's ZeroMQ van: each process receives through one socket (zeromq/libzmq#3525).

@@ -251,6 +251,27 @@ TEST_CASE("byteps_bulk_synchronous_exchange_is_the_busiest_nic_plus_one_partitio
   }
 }
 
+TEST_CASE("byteps_on_pcie_nodes_sums_and_spreads_through_host_memory") {
+  // docs/networks.md, "BytePS": on hkbu-ib's nodes (4 PCIe GPUs, two sockets, NCCL's ring
+  // through host memory at host.shm_bandwidth = 3.9 GB/s with both directions busy), each
+  // partition's reduce-scatter and all-gather move (g - 1) / g of it through that transport,
+  // which every partition in flight shares. Over RDMA the network is far faster, so a
+  // bulk-synchronous exchange of M bytes takes 2 (g - 1) / g x M / 3.9 GB/s in both engines.
+  const double shm = 3.9e9;
+  const double g = 4;
+  for (const auto engine : {sim::Engine::kDes, sim::Engine::kAnalytic}) {
+    CAPTURE(static_cast<int>(engine));
+    auto o = options("bert_base", 8);
+    o.engine = engine;
+    o.cluster = "hkbu-ib";
+    o.framework = "byteps";
+    o.overlap = false;
+    const auto p = sim::predict(o);
+    const double closed = 2 * (g - 1) / g * p.gradient_bytes / shm;
+    CHECK(p.communication_s == doctest::Approx(closed).epsilon(0.01));
+  }
+}
+
 TEST_CASE("without_overlap_every_exchange_waits_for_the_whole_backward_pass") {
   for (const char* engine : {"des", "analytic"}) {
     auto o = options("resnet50", 16);
