@@ -522,6 +522,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
       {"iterations", o.iterations},
       {"seed", o.seed},
       {"overlap", o.overlap},
+      {"xla", o.framework_options.xla},
       {"engine", to_string(o.engine)},
       {"anchor_throughput_samples_per_s",
        o.anchor_throughput ? nlohmann::json(*o.anchor_throughput) : nlohmann::json()}};

@@ -418,6 +418,7 @@ TEST_CASE("golden_predictions_hold_to_one_part_in_a_million") {
     o.seed = in_["seed"];
     o.engine = *sim::parse_engine(in_["engine"].get<std::string>());
     if (in_.contains("overlap")) o.overlap = in_["overlap"].get<bool>();
+    if (in_.contains("xla")) o.framework_options.xla = in_["xla"].get<bool>();
     const auto got = sim::to_json(sim::predict(o));
     CAPTURE(entry.path().filename().string());
     for (const char* key : {"step_time_s", "throughput_samples_per_s", "scaling_efficiency",
