@@ -149,6 +149,7 @@ CaseFile read_cases(const std::string& path) {
     o.framework = p.get_or<std::string>("framework", o.framework);
     if (p.has("strategy")) o.strategy = p.get<std::string>("strategy");
     if (p.has("library")) o.library = p.get<std::string>("library");
+    if (p.has("network")) o.network = p.get<std::string>("network");
     if (p.has("precision")) {
       const auto text = p.get<std::string>("precision");
       const auto v = simulator::parse_training_precision(text);
