@@ -47,8 +47,8 @@ struct FrameworkOptions {
   std::optional<bool> ps_on_gpu;
   std::optional<bool> ps_colocated;
   std::optional<Bytes> partition_bytes;  // byteps
-  // horovod, keras: TensorFlow compiles the step with XLA auto-clustering, so the gradients
-  // leave the compiled backward pass together (docs/simulator.md, "XLA").
+  // horovod, keras, byteps: TensorFlow compiles the step with XLA auto-clustering, so the
+  // gradients leave the compiled backward pass together (docs/simulator.md, "XLA").
   bool xla = false;
 };
 

@@ -52,11 +52,11 @@ class Byteps : public FrameworkPolicy {
     p.strategy = "ps";
     p.ps = ps_options(o, job.nodes);
     p.ps.colocated = o.ps_colocated.value_or(false);
-    // The node's GPUs sum a partition before one push (NCCL reduce to a root GPU, then a copy
-    // to host memory), and the pulled partition is copied back to every GPU.
+    // The node's GPUs sum a partition before one push and copy it to host memory; the pulled
+    // partition is copied back and spread to every GPU. Both with NCCL: reduce-scatter and
+    // all-gather across the machine's GPUs (a BytePS author, bytedance/byteps#87: "Within a
+    // worker, we use ReduceScatter + AllGather").
     p.ps.aggregation = networks::PsAggregation::kGpu;
-    // ... with NCCL: reduce-scatter and all-gather across the machine's GPUs (a BytePS author,
-    // bytedance/byteps#87: "Within a worker, we use ReduceScatter + AllGather").
     p.ps.library_in_node = true;
     // ps-lite: one ZeroMQ connection per worker and server, messages in order.
     p.ps.ordered = true;
