@@ -60,8 +60,8 @@ struct PsOptions {
   bool apply_each = false;
   // The node's GPUs sum each tensor with the collective library before the push and spread the
   // pulled value with it (BytePS: NCCL reduce-scatter and all-gather inside the machine). Where
-  // NCCL's ring of the node goes through host memory, both share the node's SHM transport rate
-  // (HostSpec::shm_bandwidth, docs/networks.md "BytePS").
+  // NCCL's ring of the node goes through host memory, both take their turn on the node's SHM
+  // transport (HostSpec::shm_bandwidth, docs/networks.md "BytePS").
   bool library_in_node = false;
 };
 

@@ -66,8 +66,8 @@ class PsQueues {
           add(links_ + static_cast<std::size_t>(a.vertex),
               networks::reduce_traffic(group.bytes, g) / a.memory.value());
         }
-        // The library's reduce-scatter and all-gather through the node's SHM transport, which
-        // every exchange's in flight share (docs/networks.md, "BytePS").
+        // The library's reduce-scatter and all-gather through the node's SHM transport, one
+        // collective at a time (docs/networks.md, "BytePS").
         if (group.ps.library_in_node && g > 1) {
           if (const double shm = shm_rate(j, ranks); shm > 0) {
             add(shm_ + j, 2 * group.bytes * (g - 1) / g / shm);

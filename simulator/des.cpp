@@ -482,11 +482,26 @@ class DesStep {
     return shm_[j];
   }
   // The library's reduce-scatter (gather) or all-gather (scatter) of `bytes` over the node's
-  // g GPUs through its SHM transport: (g - 1) / g x bytes of it, sharing the transport with
-  // every other such collective of the node in flight (docs/networks.md, "BytePS").
+  // g GPUs through its SHM transport: (g - 1) / g x bytes of it. The node's collectives run one
+  // at a time in the order they were issued (BytePS launches them from one thread on one NCCL
+  // stream), each at the transport's rate (docs/networks.md, "BytePS").
   void through_shm(const Pusher& pu, double bytes, std::function<void()> done) {
     const double g = static_cast<double>(pu.gpus.size());
-    net_->start(std::vector<int>{pu.shm}, bytes * (g - 1) / g, 0, kInfinity, std::move(done));
+    auto& q = shm_queues_[pu.shm];
+    q.waiting.emplace_back(bytes * (g - 1) / g, std::move(done));
+    if (!q.busy) next_through_shm(pu.shm);
+  }
+  void next_through_shm(int resource) {
+    auto& q = shm_queues_[resource];
+    q.busy = !q.waiting.empty();
+    if (!q.busy) return;
+    auto [bytes, done] = std::move(q.waiting.front());
+    q.waiting.pop_front();
+    net_->start(std::vector<int>{resource}, bytes, 0, kInfinity,
+                [this, resource, done = std::move(done)] {
+                  done();
+                  next_through_shm(resource);
+                });
   }
 
   void gather(Exchange* x, std::size_t p) {
@@ -712,6 +727,11 @@ class DesStep {
   std::unordered_map<std::uint64_t, Hop> hops_;  // by (src << 32 | dst)
   std::map<int, int> sockets_;                   // receiving socket -> its resource id
   std::vector<int> shm_;                         // node -> its SHM resource (-2: not yet known)
+  struct ShmQueue {
+    bool busy = false;
+    std::deque<std::pair<double, std::function<void()>>> waiting;
+  };
+  std::map<int, ShmQueue> shm_queues_;  // by SHM resource: the node's collectives, in order
   std::map<std::tuple<int, int, int>, const std::vector<int>*> socket_routes_;
   std::vector<int> route_;
 };
