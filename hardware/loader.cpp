@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <set>
 #include <stdexcept>
 
@@ -849,6 +850,14 @@ LibrarySpec parse_library(const ConfigNode& n, const std::string& stem, Context&
     n.child("max_channels").fail("must be at most 64 (NCCL's MAXCHANNELS)");
   auto& t = lib.tuner;
   field(n, "version", t.version, inherited, text);
+  if (n.has("version")) {
+    // A release number (MAJOR.MINOR[.PATCH]), shown beside every choice of the tuner.
+    static const std::regex release(R"(\d+\.\d+(\.\d+)?)");
+    if (!std::regex_match(t.version, release)) {
+      n.child("version").fail(fmt::format(
+          "'{}' is not an NCCL release number (MAJOR.MINOR.PATCH, e.g. 2.21.5)", t.version));
+    }
+  }
   section(n, "algorithms", inherited, [&](const ConfigNode& c) {
     t.algorithms.clear();
     for (const auto& e : c.elements()) {
