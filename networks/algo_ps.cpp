@@ -12,6 +12,9 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "networks/algorithms.hpp"
 #include "networks/nccl.hpp"
@@ -41,13 +44,23 @@ class ParameterServer : public CollectiveAlgorithm {
       gather.label = "sum inside each node";
       scatter.label = "copy to each GPU";
       double worst = 0;
+      // The node's SHM rate, once per node type and GPU set (thousands of partitions schedule).
+      std::map<std::pair<std::string, std::vector<int>>, double> shm_of;
       for (const auto& ranks : nodes) {
         const auto a = ps_aggregator(req.ps, comm, ranks);
         pushers.push_back(a.vertex);
         const int g = static_cast<int>(ranks.size());
         // Summed and spread by NCCL through host memory: a reduce-scatter and an all-gather,
         // each (g - 1) / g x S over the node's SHM rate (docs/networks.md, "BytePS").
-        const double shm = req.ps.library_in_node ? node_shm_rate(comm, ranks) : 0.0;
+        double shm = 0;
+        if (req.ps.library_in_node) {
+          const int slot = comm.rank_slot[ranks.front()];
+          std::vector<int> gpus;
+          for (int r : ranks) gpus.push_back(comm.rank_vertex[r] - comm.topo->gpu_vertex(slot, 0));
+          auto [it, added] = shm_of.try_emplace({comm.topo->node(slot).about.name, gpus}, 0.0);
+          if (added) it->second = node_shm_rate(comm, ranks);
+          shm = it->second;
+        }
         const double cap = shm > 0 ? shm * g / (g - 1) : std::numeric_limits<double>::infinity();
         for (int r : ranks) {
           gather.transfers.push_back({comm.rank_vertex[r], a.vertex, S, -1, cap});
