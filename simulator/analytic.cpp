@@ -213,7 +213,8 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
           t0 += d;
         };
         span(SpanKind::kNegotiate, "NEGOTIATE_ALLREDUCE", to_time(g.negotiate.value()));
-        const Time copy = to_time(planner.copy_time(g.bytes).value());
+        const Time copy_in = to_time(planner.copy_in_time(g).value());
+        const Time copy_out_time = to_time(planner.copy_out_time(g).value());
         // Compute-stream work that a rank still in backward takes from its compute: copies into
         // the bucket (DDP) and the library's host CPU where cores are shared.
         auto take = [&](Time lost, std::string_view what) {
@@ -223,8 +224,8 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
           backward_end += lost;
           return true;
         };
-        if (g.copy_in && !(g.copies_on_compute && take(copy, "MEMCPY_IN_FUSION_BUFFER"))) {
-          span(SpanKind::kCopyIn, "MEMCPY_IN_FUSION_BUFFER", copy);
+        if (copy_in > 0 && !(g.copies_on_compute && take(copy_in, "MEMCPY_IN_FUSION_BUFFER"))) {
+          span(SpanKind::kCopyIn, "MEMCPY_IN_FUSION_BUFFER", copy_in);
         }
         // On shared cores, a collective that starts during backward also waits for the cores.
         const Time wait = t0 < backward_end ? to_time(planner.core_wait(g).value()) : 0;
@@ -241,9 +242,9 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
         observers.emit(c);
         t0 = c.end;
         if (g.copy_out && g.copies_on_compute) {
-          copy_out += copy;  // finalize_backward, after the last collective
+          copy_out += copy_out_time;  // finalize_backward, after the last collective
         } else {
-          span(SpanKind::kCopyOut, "MEMCPY_OUT_FUSION_BUFFER", g.copy_out ? copy : 0);
+          span(SpanKind::kCopyOut, "MEMCPY_OUT_FUSION_BUFFER", copy_out_time);
         }
         channel = t0;
         reduced += g.tensors.size();

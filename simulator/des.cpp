@@ -269,7 +269,7 @@ class DesStep {
   }
 
   void copy_in() {
-    Time d = group_.copy_in ? to_time(planner_.copy_time(group_.bytes).value()) : 0;
+    Time d = to_time(planner_.copy_in_time(group_).value());
     // Copies on the compute stream: while the ranks compute, their backward pass takes them and
     // the bucket is in when its last gradient is; after backward, the collective waits for them.
     if (d > 0 && group_.copies_on_compute && steal(d, "MEMCPY_IN_FUSION_BUFFER")) d = 0;
@@ -324,7 +324,7 @@ class DesStep {
               collective_start_,     kernel_.now(), group_.bytes};
     span.latency = to_time(plan.latency.value());
     obs_.emit(span);
-    Time d = group_.copy_out ? to_time(planner_.copy_time(group_.bytes).value()) : 0;
+    Time d = to_time(planner_.copy_out_time(group_).value());
     if (group_.copies_on_compute) {
       copy_out_pending_ += d;  // after the last collective (finalize_backward)
       d = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "networks/schedule.hpp"
 
 namespace dlsim::simulator {
 
@@ -20,6 +21,10 @@ CollectivePlanner::CollectivePlanner(const StepSetup& setup)
                                   ", ")));
   }
   shared_ = shared_cores(setup);
+  if (setup.resolved.params.host_staging && setup.cluster->library.nccl()) {
+    fail_at({}, "--host-staging",
+            "Horovod allreduces in host memory with MPI, not NCCL: give --library mpi");
+  }
 }
 
 double shared_cores(const StepSetup& setup) {
@@ -77,6 +82,37 @@ networks::CollectiveRequest CollectivePlanner::request(const CommGroup& group) c
 
 networks::Schedule CollectivePlanner::schedule(const CommGroup& group) {
   return algorithm_->schedule(request(group), setup_.comm);
+}
+
+Seconds CollectivePlanner::copy_in_time(const CommGroup& group) {
+  if (setup_.resolved.params.host_staging) return staging_time(group.bytes, true);
+  return group.copy_in ? copy_time(group.bytes) : Seconds(0);
+}
+
+Seconds CollectivePlanner::copy_out_time(const CommGroup& group) {
+  if (setup_.resolved.params.host_staging) return staging_time(group.bytes, false);
+  return group.copy_out ? copy_time(group.bytes) : Seconds(0);
+}
+
+// Every GPU of the first node copies `bytes` to its host (or back) at once; the busiest link of
+// their routes bounds them (networks::execute). The nodes of a job are alike, so one stands for
+// all.
+Seconds CollectivePlanner::staging_time(double bytes, bool to_host) {
+  auto [it, added] = staging_.try_emplace({bytes, to_host});
+  if (!added) return it->second;
+  const auto& comm = setup_.comm;
+  networks::Schedule s;
+  networks::Phase copy;
+  copy.label = to_host ? "copy to the host" : "copy from the host";
+  const auto nodes = comm.ranks_by_node();
+  for (int r : nodes.front()) {
+    const int gpu = comm.rank_vertex[static_cast<std::size_t>(r)];
+    const int host = setup_.topo->host_vertex(comm.rank_slot[static_cast<std::size_t>(r)]);
+    copy.transfers.push_back({to_host ? gpu : host, to_host ? host : gpu, bytes});
+  }
+  s.phases.push_back(std::move(copy));
+  it->second = networks::execute(s, *setup_.topo, setup_.cluster->network.transport).time;
+  return it->second;
 }
 
 Seconds CollectivePlanner::copy_time(double bytes) const {

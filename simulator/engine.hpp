@@ -64,6 +64,12 @@ class CollectivePlanner {
   networks::Schedule schedule(const CommGroup& group);
   // Memory-bound copy of `bytes` on a GPU (read and write).
   Seconds copy_time(double bytes) const;
+  // The copies before and after `group`'s collective: into and out of the fusion buffer in GPU
+  // memory where the group has one; with host staging (Horovod's allreduce in host memory) the
+  // copy of every GPU's buffer to its host, and back, over the node's PCIe paths at once
+  // (docs/simulator.md, "horovod").
+  Seconds copy_in_time(const CommGroup& group);
+  Seconds copy_out_time(const CommGroup& group);
   networks::CollectiveRequest request(const CommGroup& group) const;
   // The compute time each rank loses to the library's host CPU work for `group` while it
   // computes: shared_cores(setup) x (cpu_per_call + cpu_per_byte x bytes) (docs/simulator.md,
@@ -78,6 +84,9 @@ class CollectivePlanner {
   double shared_ = 0;
   std::unique_ptr<networks::CollectiveAlgorithm> algorithm_;
   std::map<GroupKey, std::unique_ptr<networks::CollectiveCost>> cache_;
+  // Host staging: the time to copy a node's buffers of each size to the host (or back).
+  Seconds staging_time(double bytes, bool to_host);
+  std::map<std::pair<double, bool>, Seconds> staging_;
 };
 
 // A small allreduce's time on the job (Horovod's negotiation over MPI: recursive doubling).

@@ -50,6 +50,9 @@ struct FrameworkOptions {
   // horovod, keras, byteps: TensorFlow compiles the step with XLA auto-clustering, so the
   // gradients leave the compiled backward pass together (docs/simulator.md, "XLA").
   bool xla = false;
+  // horovod, keras: GPU tensors are allreduced by MPI in host memory (Horovod built without
+  // HOROVOD_GPU_ALLREDUCE): each buffer is copied to the host before and back after.
+  bool host_staging = false;
 };
 
 // What a policy knows of the job when it plans a step.

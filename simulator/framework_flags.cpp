@@ -37,15 +37,19 @@ void add_framework_flags(CLI::App* c, FrameworkFlags& f) {
       ->type_name("SIZE");
 }
 
-void add_xla_flag(CLI::App* c, FrameworkFlags& f) {
+void add_runtime_flags(CLI::App* c, FrameworkFlags& f) {
   c->add_flag("--xla", f.xla,
               "horovod, keras, byteps: TensorFlow with XLA auto-clustering; the gradients leave "
               "the compiled backward pass together, so every exchange starts after it");
+  c->add_flag("--host-staging", f.host_staging,
+              "horovod, keras with --library mpi: GPU tensors are allreduced in host memory "
+              "(Horovod built without HOROVOD_GPU_ALLREDUCE), copied there and back");
 }
 
 FrameworkOptions parse_framework_flags(const FrameworkFlags& f) {
   FrameworkOptions fw;
   fw.xla = f.xla;
+  fw.host_staging = f.host_staging;
   if (!f.fusion_threshold.empty()) {
     fw.fusion_threshold = parse_flag(f.fusion_threshold, "--fusion-threshold", parse_bytes);
   }

@@ -17,14 +17,16 @@ struct FrameworkFlags {
       partition;
   std::optional<int> ps_servers;
   bool xla = false;
+  bool host_staging = false;
 };
 
 // Declares the flags on `command`.
 void add_framework_flags(CLI::App* command, FrameworkFlags& flags);
 
-// Declares --xla (TensorFlow's XLA auto-clustering) on a command that predicts a framework's
-// step; the replay, which runs libtorch, has no such runtime and does not declare it.
-void add_xla_flag(CLI::App* command, FrameworkFlags& flags);
+// Declares --xla (TensorFlow's XLA auto-clustering) and --host-staging (Horovod's allreduce of
+// GPU tensors in host memory) on a command that predicts a framework's step; the replay, which
+// runs its own exchange, declares neither.
+void add_runtime_flags(CLI::App* command, FrameworkFlags& flags);
 
 // A bad value is an InputError naming its flag (--fusion-threshold, ...).
 FrameworkOptions parse_framework_flags(const FrameworkFlags& flags);

@@ -27,6 +27,7 @@ class Byteps : public FrameworkPolicy {
     refuse(o.first_bucket.has_value(), "--first-bucket", name);
     refuse(o.mode.has_value(), "--mode", name);
     refuse(o.ps_on_gpu.has_value(), "--ps-device", name);
+    refuse(o.host_staging, "--host-staging", name);
     if (strategy && *strategy != "ps") {
       fail_at({}, "--strategy",
               fmt::format("byteps exchanges through parameter servers only, not '{}'", *strategy));

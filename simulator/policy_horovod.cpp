@@ -85,6 +85,11 @@ class Horovod : public FrameworkPolicy {
     p.description = fmt::format("{}: tensor fusion up to {} every {} cycle, {} allreduce", name_,
                                 format_bytes(threshold), format_seconds(cycle), p.strategy);
     apply_xla(o, name_, p);
+    if (o.host_staging) {
+      p.params.host_staging = true;
+      p.settings["host_staging"] = "on";
+      p.description += ", allreduce in host memory";
+    }
     return p;
   }
 

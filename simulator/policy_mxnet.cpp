@@ -24,6 +24,7 @@ class MxnetKvstore : public FrameworkPolicy {
     refuse(o.first_bucket.has_value(), "--first-bucket", name);
     refuse(o.partition_bytes.has_value(), "--partition", name);
     refuse(o.xla, "--xla", name);
+    refuse(o.host_staging, "--host-staging", name);
     ResolvedPolicy p;
     p.params.mode = o.mode.value_or(job.nodes > 1 ? "dist_sync" : "device");
     const auto& mode = *p.params.mode;

@@ -62,6 +62,7 @@ class PytorchDdp : public FrameworkPolicy {
     refuse(o.mode.has_value(), "--mode", name);
     refuse(o.partition_bytes.has_value(), "--partition", name);
     refuse(o.xla, "--xla", name);
+    refuse(o.host_staging, "--host-staging", name);
     ResolvedPolicy p;
     p.strategy = strategy.value_or("auto");
     p.ps = ps_options(o, 1);

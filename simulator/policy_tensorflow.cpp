@@ -52,6 +52,7 @@ class TfParameterServer : public FrameworkPolicy {
     refuse(o.first_bucket.has_value(), "--first-bucket", name);
     refuse(o.partition_bytes.has_value(), "--partition", name);
     refuse(o.xla, "--xla", name);
+    refuse(o.host_staging, "--host-staging", name);
     ResolvedPolicy p;
     p.params.mode = o.mode.value_or("parameter_server");
     if (*p.params.mode != "parameter_server" && *p.params.mode != "distributed_replicated") {
@@ -127,6 +128,7 @@ class TfReplicated : public FrameworkPolicy {
     refuse(o.first_bucket.has_value(), "--first-bucket", name);
     refuse(o.partition_bytes.has_value(), "--partition", name);
     refuse(o.xla, "--xla", name);
+    refuse(o.host_staging, "--host-staging", name);
     if (job.nodes > 1) {
       fail_at({}, "--framework",
               fmt::format("tf-replicated runs inside one node, but the job spans {} nodes "

@@ -523,6 +523,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
       {"seed", o.seed},
       {"overlap", o.overlap},
       {"xla", o.framework_options.xla},
+      {"host_staging", o.framework_options.host_staging},
       {"engine", to_string(o.engine)},
       {"anchor_throughput_samples_per_s",
        o.anchor_throughput ? nlohmann::json(*o.anchor_throughput) : nlohmann::json()}};

@@ -104,7 +104,7 @@ void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strat
                   "auto (the library's choice), ring, tree, nvls, hd, hierarchical or ps");
   }
   add_framework_flags(c, f.fw);
-  add_xla_flag(c, f.fw);
+  add_runtime_flags(c, f.fw);
   c->add_option("--precision", f.precision, "fp32, tf32, fp16, amp or bf16 (docs/simulator.md)")
       ->capture_default_str();
   c->add_option("--optimizer", f.optimizer, "sgd, momentum or adam")->capture_default_str();

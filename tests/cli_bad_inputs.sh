@@ -123,6 +123,8 @@ expect_failure "Could not convert: --no-overlap = maybe" "${p[@]}" --no-overlap=
 expect_failure "--xla: does not apply to framework 'pytorch-ddp'" "${p[@]}" --framework pytorch-ddp --xla
 expect_failure "--xla: does not apply to framework 'tf-ps'" "${p[@]}" --framework tf-ps --xla
 expect_failure "Could not convert: --xla = maybe" "${p[@]}" --xla=maybe
+expect_failure "--host-staging: Horovod allreduces in host memory with MPI, not NCCL: give --library mpi" "${p[@]}" --host-staging
+expect_failure "--host-staging: does not apply to framework 'byteps'" "${p[@]}" --framework byteps --host-staging
 expect_failure "--ps-device: unknown device 'tpu'" "${p[@]}" --framework tf-ps --ps-device tpu
 expect_failure "--mode: unknown tf-ps mode 'bogus'" "${p[@]}" --framework tf-ps --mode bogus
 expect_failure "--optimizer: unknown optimizer 'lamb'" "${p[@]}" --optimizer lamb

@@ -209,6 +209,7 @@ CaseFile read_cases(const std::string& path) {
     if (p.has("mode")) o.framework_options.mode = p.get<std::string>("mode");
     if (p.has("overlap")) o.overlap = p.get<bool>("overlap");
     if (p.has("xla")) o.framework_options.xla = p.get<bool>("xla");
+    if (p.has("host_staging")) o.framework_options.host_staging = p.get<bool>("host_staging");
     if (p.has("partition")) {
       o.framework_options.partition_bytes = quantity("partition", parse_bytes);
       if (!(o.framework_options.partition_bytes->value() > 0)) {
