@@ -62,6 +62,7 @@ class DesStep {
         }
       }
     }
+    link_capacity_ = capacity;
     net_ = std::make_unique<FlowNetwork>(kernel_, std::move(capacity));
     if (flow_observer) net_->add_observer(flow_observer);
     run_ = std::make_unique<CollectiveRun>(kernel_, *net_, *s.topo,
@@ -78,6 +79,8 @@ class DesStep {
     gpus_.resize(static_cast<std::size_t>(s.comm.size()));
     tensors_ = s.compute.gradient_bytes.size();
   }
+
+  int mirrored_nodes() const { return std::max(mirrors_, 1); }
 
   std::uint64_t run() {
     begin_iteration(0);
@@ -383,7 +386,13 @@ class DesStep {
       }
     } else {
       const auto nodes = s_.comm.ranks_by_node();
-      for (std::size_t j = 0; j < nodes.size(); ++j) {
+      if (!mirror_) {
+        mirror_ = std::make_unique<NodeMirror>(s_, x->group.ps, x->servers, nodes);
+        mirrors_ = mirror_->nodes();
+      }
+      // One node for all where they are alike (NodeMirror): node 0's exchange alone.
+      const std::size_t simulated = mirrors_ > 1 ? 1 : nodes.size();
+      for (std::size_t j = 0; j < simulated; ++j) {
         const auto& ranks = nodes[j];
         const auto a = networks::ps_aggregator(ps, s_.comm, ranks);
         Pusher p{a.vertex, a.pull_vertex, {}};
@@ -410,12 +419,18 @@ class DesStep {
     }
     const auto& h = hop(src, dst);
     const std::vector<int>* route = h.route;
-    if (socket >= 0 && h.network) {
+    if ((socket >= 0 || mirrors_ > 1) && h.network) {
       const auto key = std::make_tuple(src, dst, socket);
       auto it = socket_routes_.find(key);
       if (it == socket_routes_.end()) {
         std::vector<int> r = *h.route;
-        r.push_back(socket);
+        if (mirrors_ > 1) {
+          // Node 0's route as NodeMirror found it: its own links, copies of the server-side
+          // ones, and no switch-to-switch link (none can bind).
+          std::erase_if(r, [this](int l) { return mirror_->fabric_link(l); });
+          for (int& l : r) l = mirrored_link(l);
+        }
+        if (socket >= 0) r.push_back(socket);
         it = socket_routes_.emplace(key, &net_->intern(std::move(r))).first;
       }
       route = it->second;
@@ -458,9 +473,26 @@ class DesStep {
     const auto& stream = s_.topo->cluster().network.transport.stream_bandwidth;
     if (!x->group.ps.shared_receive || !stream) return -1;
     auto [it, added] = sockets_.try_emplace(socket, 0);
-    if (added) it->second = net_->add_resource(stream->value());
+    if (added) {
+      // A server's socket receives from every worker node: node 0's share where one stands
+      // for all.
+      const bool server = socket < static_cast<int>(x->servers.size());
+      it->second = net_->add_resource(stream->value() / (server ? std::max(mirrors_, 1) : 1));
+    }
     return it->second;
   }
+
+  // One worker node for all (NodeMirror, docs/simulator.md): server-side link `l` as node 0
+  // sees it, a copy at 1/W of its capacity; other links as they are.
+  int mirrored_link(int l) {
+    if (!mirror_->server_link(l)) return l;
+    auto [it, added] = shared_copy_.try_emplace(l, 0);
+    if (added) {
+      it->second = net_->add_resource(link_capacity_[static_cast<std::size_t>(l)] / mirrors_);
+    }
+    return it->second;
+  }
+
   // Memory traffic of a sum in `vertex`'s memory.
   void sum(int vertex, double bytes, std::function<void()> done) {
     if (bytes <= 0) {
@@ -528,12 +560,13 @@ class DesStep {
   }
 
   void push(Exchange* x, std::size_t p) {
-    const int W = static_cast<int>(x->pushers.size());
+    const int W = static_cast<int>(x->pushers.size());  // pushes each server waits for
+    const int workers = W * std::max(mirrors_, 1);      // pushes each server sums
     for (std::size_t s = 0; s < x->servers.size(); ++s) {
       const auto& sv = x->servers[s];
       if (sv.bytes <= 0) continue;
       send_ps(x, x->pushers[p].vertex, sv.vertex, sv.bytes, static_cast<int>(s),
-              [this, x, s, p, W] {
+              [this, x, s, p, W, workers] {
                 const auto& server = x->servers[s];
                 if (x->group.ps.apply_each) {
                   // This push alone: read the variable and the gradient, write the variable.
@@ -542,7 +575,7 @@ class DesStep {
                   return;
                 }
                 if (++x->arrived[s] < W) return;
-                sum(server.vertex, networks::reduce_traffic(server.bytes, W),
+                sum(server.vertex, networks::reduce_traffic(server.bytes, workers),
                     [this, x, s] { pull(x, s); });
               });
     }
@@ -734,13 +767,21 @@ class DesStep {
   std::map<int, ShmQueue> shm_queues_;  // by SHM resource: the node's collectives, in order
   std::map<std::tuple<int, int, int>, const std::vector<int>*> socket_routes_;
   std::vector<int> route_;
+  // One worker node for all (NodeMirror): the nodes node 0 stands for (0 until the first
+  // exchange decides), and each server-side link's copy.
+  int mirrors_ = 0;
+  std::unique_ptr<NodeMirror> mirror_;
+  std::unordered_map<int, int> shared_copy_;
+  std::vector<double> link_capacity_;  // B/s, by link id and resource id
 };
 
 }  // namespace
 
 EngineRun run_des(const StepSetup& setup, const Observers& observers, FlowObserver* flow_observer) {
   DesStep step(setup, observers, flow_observer);
-  return {step.run()};
+  EngineRun run{step.run()};
+  run.mirrored_nodes = step.mirrored_nodes();
+  return run;
 }
 
 }  // namespace dlsim::simulator

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <algorithm>
+#include <array>
 
 #include "common/error.hpp"
 #include "networks/schedule.hpp"
@@ -119,6 +120,97 @@ Seconds CollectivePlanner::copy_time(double bytes) const {
   const auto& g = *setup_.gpu;
   return kernel_time(Flops(0), Bytes(2 * bytes), g.peak_for(Precision::kFp32), g.gemm,
                      g.memory_bandwidth, g.memory, g.kernel_launch);
+}
+
+NodeMirror::NodeMirror(const StepSetup& s, const networks::PsOptions& ps,
+                       const std::vector<networks::PsServer>& servers,
+                       const std::vector<std::vector<int>>& nodes)
+    : topo_(*s.topo), server_slot_(static_cast<std::size_t>(s.topo->node_slots()), 0) {
+  const int W = static_cast<int>(nodes.size());
+  if (!s.mirror_nodes || W < 2 || ps.colocated || ps.apply_each ||
+      ps.aggregation == networks::PsAggregation::kNone) {
+    return;
+  }
+  for (int slot : s.comm.server_slots) server_slot_[static_cast<std::size_t>(slot)] = 1;
+  // The nodes alike: the same node type, the same GPUs of it, aggregating at the same place.
+  const auto local = [&](const std::vector<int>& ranks) {
+    const int slot = s.comm.rank_slot[static_cast<std::size_t>(ranks.front())];
+    const int base = topo_.gpu_vertex(slot, 0);
+    const auto a = networks::ps_aggregator(ps, s.comm, ranks);
+    std::vector<int> sig{a.vertex - base, a.pull_vertex - base};
+    for (int r : ranks) sig.push_back(s.comm.rank_vertex[static_cast<std::size_t>(r)] - base);
+    return std::make_pair(topo_.node(slot).about.name, sig);
+  };
+  const auto first = local(nodes.front());
+  for (const auto& ranks : nodes) {
+    if (local(ranks) != first) return;
+  }
+  // Node 0's routes to and from every server, and the last node's: each link node 0's own, a
+  // server node's, or a fabric link that cannot bind; the server-side links the same for both.
+  const int w0 = s.comm.rank_slot[static_cast<std::size_t>(nodes.front().front())];
+  const auto a0 = networks::ps_aggregator(ps, s.comm, nodes.front());
+  const auto a1 = networks::ps_aggregator(ps, s.comm, nodes.back());
+  std::vector<int> r0, r1, side0, side1;
+  for (const auto& sv : servers) {
+    if (!server_slot_[static_cast<std::size_t>(topo_.slot_of(sv.vertex))]) return;
+    for (const auto& [from0, to0, from1, to1] :
+         {std::array{a0.vertex, sv.vertex, a1.vertex, sv.vertex},
+          std::array{sv.vertex, a0.pull_vertex, sv.vertex, a1.pull_vertex}}) {
+      r0.clear();
+      r1.clear();
+      topo_.route(from0, to0, -1, r0);
+      topo_.route(from1, to1, -1, r1);
+      side0.clear();
+      side1.clear();
+      for (int l : r0) {
+        const auto& k = topo_.link(l);
+        if (server_link(l)) {
+          side0.push_back(l);
+        } else if (topo_.slot_of(k.from) != w0 && topo_.slot_of(k.to) != w0 && !never_binds(l)) {
+          return;
+        }
+      }
+      for (int l : r1) {
+        if (server_link(l)) side1.push_back(l);
+      }
+      if (side0 != side1) return;
+    }
+  }
+  nodes_ = W;
+  slot_ = w0;
+}
+
+bool NodeMirror::server_link(int l) const {
+  const auto& k = topo_.link(l);
+  const auto at = [&](int v) {
+    const int slot = topo_.slot_of(v);
+    return slot >= 0 && server_slot_[static_cast<std::size_t>(slot)];
+  };
+  return at(k.from) || at(k.to);
+}
+
+bool NodeMirror::fabric_link(int l) const {
+  const auto& k = topo_.link(l);
+  return topo_.slot_of(k.from) < 0 && topo_.slot_of(k.to) < 0;
+}
+
+// Every flow on u -> v entered u over another link than v -> u and leaves v over another than
+// v -> u, so the link's load is at most the smaller of those links' capacities, summed: where its
+// own capacity is that much (a fat tree's trunk at oversubscription 1 or less), it fills only
+// once the links feeding it are full, and leaving it out changes no max-min rate.
+bool NodeMirror::never_binds(int l) const {
+  if (!fabric_link(l)) return false;
+  const auto [it, added] = never_binds_.try_emplace(l, false);
+  if (!added) return it->second;
+  const auto& k = topo_.link(l);
+  double in = 0, out = 0;
+  for (std::size_t j = 0; j < topo_.link_count(); ++j) {
+    const auto& o = topo_.link(static_cast<int>(j));
+    if (o.to == k.from && o.from != k.to) in += o.bandwidth.value();
+    if (o.from == k.to && o.to != k.from) out += o.bandwidth.value();
+  }
+  it->second = k.bandwidth.value() >= std::min(in, out);
+  return it->second;
 }
 
 Seconds small_allreduce_time(const networks::Communicator& comm, Bytes bytes) {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "hardware/profile.hpp"
@@ -38,6 +39,9 @@ struct StepSetup {
   // Wait-free backpropagation: a gradient may be exchanged as soon as it is produced. Without
   // it (bulk-synchronous, "BSP"), every exchange waits for the end of the backward pass.
   bool overlap = true;
+  // The DES's parameter-server exchanges of one worker node stand for every node's where the
+  // nodes are alike (PredictOptions::mirror_nodes).
+  bool mirror_nodes = true;
 };
 
 // Groups with the same size and parameter-server layout cost the same.
@@ -94,6 +98,36 @@ Seconds small_allreduce_time(const networks::Communicator& comm, Bytes bytes);
 
 struct EngineRun {
   std::uint64_t events = 0;  // DES only
+  // DES: the worker nodes one node's parameter-server exchanges stood for (1: each its own).
+  int mirrored_nodes = 1;
+};
+
+// Parameter servers, one worker node for all (docs/simulator.md, "One worker node for all"):
+// where the job's W worker nodes are alike and reach the dedicated servers only over their own
+// links, the servers' links, and switch-to-switch links that cannot bind, node 0's exchanges
+// stand for every node's, with each server-side link and server socket shared W ways.
+class NodeMirror {
+ public:
+  // Decides for the job from its first exchange: `ps` its options, `servers` its servers,
+  // `nodes` the communicator's ranks by node.
+  NodeMirror(const StepSetup& setup, const networks::PsOptions& ps,
+             const std::vector<networks::PsServer>& servers,
+             const std::vector<std::vector<int>>& nodes);
+  // The worker nodes node 0 stands for; 1 where every node is its own.
+  int nodes() const { return nodes_; }
+  int slot() const { return slot_; }  // node 0's slot
+  // A link that ends in a node kept for the servers.
+  bool server_link(int link) const;
+  // A link between two network switches (which mirrored routes leave out).
+  bool fabric_link(int link) const;
+
+ private:
+  bool never_binds(int link) const;
+  const networks::Topology& topo_;
+  mutable std::unordered_map<int, bool> never_binds_;  // by link
+  int nodes_ = 1;
+  int slot_ = -1;
+  std::vector<char> server_slot_;  // by node slot
 };
 
 // `flow_observer` (may be null) sees every flow of the DES.

@@ -251,6 +251,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   setup.iterations = o.iterations;
   setup.seed = o.seed;
   setup.overlap = o.overlap;
+  setup.mirror_nodes = o.mirror_nodes;
   const auto policy = policy_entry.make();
   setup.policy = policy.get();
 
@@ -411,6 +412,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   p.policy_description = setup.resolved.description;
   p.policy_settings = setup.resolved.settings;
   p.events = run.events;
+  p.mirrored_nodes = run.mirrored_nodes;
   if (o.gpus > 1 && !job.gradient_bytes.empty()) {
     // What bounds the largest exchange: its collective executed alone, phase by phase.
     // The largest of: the largest tensor (one above the fusion threshold or bucket cap travels
@@ -494,6 +496,12 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
       p.why.push_back(
           fmt::format("communication work on compute: backward ends {} later per step ({})",
                       ms(p.loss.communication_on_compute), fmt::join(what, "; ")));
+    }
+    if (p.mirrored_nodes > 1) {
+      p.why.push_back(fmt::format(
+          "des: node 0's parameter-server exchanges stood for all {} worker nodes (alike nodes, "
+          "servers on their own nodes; docs/simulator.md, \"One worker node for all\")",
+          p.mirrored_nodes));
     }
     p.why.push_back(
         fmt::format("stragglers: the slowest of {} GPUs ends backward {} after one GPU alone would "
@@ -584,6 +592,7 @@ nlohmann::json to_json(const Prediction& p) {
   j["why"] = p.why;
   j["context"] = {{"dlsim_version", kVersion},
                   {"engine_events", p.events},
+                  {"engine_mirrored_nodes", p.mirrored_nodes},
                   {"anchor_scale", p.anchor_scale},
                   {"hardware", p.hardware},
                   {"inputs", p.inputs}};

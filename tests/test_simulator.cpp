@@ -284,6 +284,50 @@ TEST_CASE("byteps_on_pcie_nodes_sums_and_spreads_through_host_memory") {
   CHECK(des.step_time_s == doctest::Approx(analytic.step_time_s).epsilon(0.03));
 }
 
+TEST_CASE("one_worker_node_stands_for_every_alike_node_in_the_des") {
+  // docs/simulator.md, "One worker node for all": where the worker nodes are alike and reach
+  // the dedicated servers over their own links and the servers', node 0's exchanges over the
+  // servers' links at 1/W give every node's. On one switch (or one leaf) that is the step of
+  // simulating every node, to rounding; with workers under two leaves of a fat tree, node 0's
+  // switch latencies stand for every node's, a microsecond per message.
+  struct Case {
+    std::string cluster;
+    const char* model;
+    int gpus;
+    int servers;
+    bool overlap;
+    double tolerance;
+  };
+  for (const auto& c : {Case{"default", "resnet50", 32, 4, true, 1e-12},
+                        Case{"default", "bert_base", 16, 2, false, 1e-12},
+                        Case{"hkbu-10gbe", "bert_base", 16, 4, true, 1e-12},
+                        Case{"hkbu-ib", "bert_large", 32, 8, true, 1e-12},
+                        Case{kHw + "/fat-tree-40.yaml", "resnet50", 96, 16, true, 1e-4}}) {
+    CAPTURE(c.cluster);
+    CAPTURE(c.model);
+    auto o = options(c.model, c.gpus);
+    o.cluster = c.cluster;
+    o.framework = "byteps";
+    o.overlap = c.overlap;
+    o.framework_options.ps_servers = c.servers;
+    const auto mirrored = sim::predict(o);
+    o.mirror_nodes = false;
+    const auto every = sim::predict(o);
+    CHECK(mirrored.mirrored_nodes == (c.gpus / 4));
+    CHECK(every.mirrored_nodes == 1);
+    CHECK(mirrored.step_time_s == doctest::Approx(every.step_time_s).epsilon(c.tolerance));
+    CHECK(mirrored.communication_s == doctest::Approx(every.communication_s).epsilon(c.tolerance));
+    CHECK(mirrored.exposed_communication_s ==
+          doctest::Approx(every.exposed_communication_s).epsilon(c.tolerance));
+  }
+  // Servers on the workers' nodes: every node is simulated.
+  auto o = options("resnet50", 32);
+  o.framework = "byteps";
+  o.framework_options.ps_servers = 8;
+  o.framework_options.ps_colocated = true;
+  CHECK(sim::predict(o).mirrored_nodes == 1);
+}
+
 TEST_CASE("without_overlap_every_exchange_waits_for_the_whole_backward_pass") {
   for (const char* engine : {"des", "analytic"}) {
     auto o = options("resnet50", 16);
