@@ -166,9 +166,11 @@ std::vector<PsServer> ps_servers(const CollectiveRequest& req, const Communicato
                         "after the workers' (or use colocated servers)",
                         ps.servers, ps.servers, comm.server_slots.size()));
   }
-  const int worker_nodes = comm.node_count();
+  // The workers' nodes, for colocated servers only: thousands of exchanges ask for servers.
+  const auto nodes = ps.colocated ? comm.ranks_by_node() : std::vector<std::vector<int>>{};
+  const int worker_nodes = static_cast<int>(nodes.size());
   std::vector<PsServer> out;
-  const auto nodes = comm.ranks_by_node();
+  out.reserve(static_cast<std::size_t>(ps.servers));
   for (int s = 0; s < ps.servers; ++s) {
     const int slot =
         ps.colocated ? comm.rank_slot[nodes[s % worker_nodes].front()] : comm.server_slots[s];

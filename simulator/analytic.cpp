@@ -30,36 +30,58 @@ class PsQueues {
         work_(links_ + setup.topo->vertex_count(), 0.0),
         busy_(work_.size(), 0.0) {}
 
+  // The worker nodes node 0's exchanges stood for (NodeMirror); 1 where each was its own.
+  int mirrored_nodes() const { return mirror_ ? mirror_->nodes() : 1; }
+
   // The end of the exchange of `group`, ready at `ready` (s).
   double exchange(const CommGroup& group, double ready) {
     const auto& topo = *setup_.topo;
-    const auto schedule = planner_.schedule(group);
     const auto& stream = topo.cluster().network.transport.stream_bandwidth;
+    const auto req = planner_.request(group);
+    const auto servers = networks::ps_servers(req, setup_.comm);
+    const bool local = group.ps.aggregation != networks::PsAggregation::kNone;
+    // One worker node for all (NodeMirror): node 0's transfers alone (its exchange on its own
+    // ranks), its share of each server-side link and server socket W times over, no fabric link
+    // (none can bind); every other node's links carry what node 0's do.
+    if (local && !mirror_) {
+      mirror_ = std::make_unique<NodeMirror>(setup_, group.ps, servers, nodes_);
+      node0_ = setup_.comm.subset(nodes_.front());
+    }
+    const int W = local ? mirror_->nodes() : 1;
+    const auto schedule = W > 1 ? planner_.schedule(group, node0_) : planner_.schedule(group);
+    const int n_servers = static_cast<int>(servers.size());
     for (const auto& phase : schedule.phases) {
       for (const auto& t : phase.transfers) {
         if (t.src == t.dst || t.bytes <= 0) continue;
+        if (W > 1 && topo.slot_of(t.src) != mirror_->slot() &&
+            topo.slot_of(t.dst) != mirror_->slot()) {
+          continue;
+        }
         const auto& r = route(t);
-        for (int id : r)
-          add(static_cast<std::size_t>(id), t.bytes / topo.link(id).bandwidth.value());
+        for (int id : r) {
+          double times = 1;
+          if (W > 1 && mirror_->fabric_link(id)) continue;
+          if (W > 1 && mirror_->server_link(id)) times = W;
+          add(static_cast<std::size_t>(id), times * t.bytes / topo.link(id).bandwidth.value());
+        }
         // A receiving socket (ps-lite): one stream's worth for all that reaches the process.
         if (phase.shared_receive && stream && t.socket >= 0 &&
             topo.path_class(r) == hardware::PathClass::kNetwork) {
-          add(sockets_ + static_cast<std::size_t>(t.socket), t.bytes / stream->value());
+          const double times = W > 1 && t.socket < n_servers ? W : 1;
+          add(sockets_ + static_cast<std::size_t>(t.socket), times * t.bytes / stream->value());
         }
       }
     }
     // Sums: each server's shard from every pusher, and each node's GPUs where the framework
     // sums inside the node (keyed below the links' ids by vertex).
-    const auto req = planner_.request(group);
-    const auto nodes = setup_.comm.ranks_by_node();
-    const bool local = group.ps.aggregation != networks::PsAggregation::kNone;
+    const auto& nodes = nodes_;
     const int pushers = local ? static_cast<int>(nodes.size()) : setup_.comm.size();
-    for (const auto& sv : networks::ps_servers(req, setup_.comm)) {
+    for (const auto& sv : servers) {
       add(links_ + static_cast<std::size_t>(sv.vertex),
           networks::ps_server_traffic(group.ps.apply_each, sv.bytes, pushers) / sv.memory.value());
     }
     if (local) {
-      for (std::size_t j = 0; j < nodes.size(); ++j) {
+      for (std::size_t j = 0; j < (W > 1 ? 1 : nodes.size()); ++j) {
         const auto& ranks = nodes[j];
         const auto a = networks::ps_aggregator(group.ps, setup_.comm, ranks);
         const int g = static_cast<int>(ranks.size());
@@ -102,6 +124,9 @@ class PsQueues {
     work_[resource] += seconds;
   }
   std::size_t links_;
+  const std::vector<std::vector<int>> nodes_ = setup_.comm.ranks_by_node();
+  std::unique_ptr<NodeMirror> mirror_;  // decided at the first exchange
+  networks::Communicator node0_;        // node 0's ranks
   std::vector<double> work_, busy_;
   std::size_t sockets_ = work_.size();
   // Then each node's SHM transport (shm_ + node), past every receiving socket: sockets number
@@ -197,6 +222,7 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
   }
 
   Time comm_end = backward_end;
+  EngineRun result;
   if (n > 1 && !ready.empty()) {
     CollectivePlanner planner(setup);
     auto launcher = setup.policy->launcher(setup.resolved, setup.job);
@@ -280,6 +306,7 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
       }
     }
     comm_end = std::max(backward_end, channel);
+    result.mirrored_nodes = queues.mirrored_nodes();
     if (copy_out > 0) {
       observers.emit(
           {SpanKind::kCopyOut, 0, -1, "MEMCPY_OUT_FUSION_BUFFER", comm_end, comm_end + copy_out});
@@ -292,7 +319,7 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
   const Time update_end = comm_end + at(compute.update.value());
   observers.emit({SpanKind::kUpdate, 0, 0, "update", comm_end, update_end});
   observers.emit({SpanKind::kIteration, 0, -1, "step", 0, update_end});
-  return {};
+  return result;
 }
 
 }  // namespace dlsim::simulator

@@ -85,6 +85,11 @@ networks::Schedule CollectivePlanner::schedule(const CommGroup& group) {
   return algorithm_->schedule(request(group), setup_.comm);
 }
 
+networks::Schedule CollectivePlanner::schedule(const CommGroup& group,
+                                               const networks::Communicator& comm) {
+  return algorithm_->schedule(request(group), comm);
+}
+
 Seconds CollectivePlanner::copy_in_time(const CommGroup& group) {
   if (setup_.resolved.params.host_staging) return staging_time(group.bytes, true);
   return group.copy_in ? copy_time(group.bytes) : Seconds(0);

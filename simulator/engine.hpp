@@ -66,6 +66,8 @@ class CollectivePlanner {
   // The plan's schedule, built on demand: a schedule lists every transfer of a step (thousands
   // at scale), too many to keep for each of a step's group sizes.
   networks::Schedule schedule(const CommGroup& group);
+  // The same on `comm` (a part of the job's communicator).
+  networks::Schedule schedule(const CommGroup& group, const networks::Communicator& comm);
   // Memory-bound copy of `bytes` on a GPU (read and write).
   Seconds copy_time(double bytes) const;
   // The copies before and after `group`'s collective: into and out of the fusion buffer in GPU

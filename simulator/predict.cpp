@@ -499,7 +499,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
     }
     if (p.mirrored_nodes > 1) {
       p.why.push_back(fmt::format(
-          "des: node 0's parameter-server exchanges stood for all {} worker nodes (alike nodes, "
+          "node 0's parameter-server exchanges stood for all {} worker nodes (alike nodes, "
           "servers on their own nodes; docs/simulator.md, \"One worker node for all\")",
           p.mirrored_nodes));
     }
