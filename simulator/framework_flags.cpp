@@ -8,7 +8,7 @@
 namespace dlsim::simulator {
 namespace {
 
-// A size or time flag that must be positive (zero would mean no bucket, or a busy loop).
+// A size flag that must be positive (zero would mean no bucket or no partition).
 template <class Q, class Parse>
 Q positive(const std::string& text, const std::string& flag, Parse parse) {
   const Q q = parse_flag(text, flag, parse);
@@ -54,7 +54,8 @@ FrameworkOptions parse_framework_flags(const FrameworkFlags& f) {
     fw.fusion_threshold = parse_flag(f.fusion_threshold, "--fusion-threshold", parse_bytes);
   }
   if (!f.cycle_time.empty()) {
-    fw.cycle_time = positive<Seconds>(f.cycle_time, "--cycle-time", parse_seconds);
+    // Zero is Horovod's HOROVOD_CYCLE_TIME=0: its loop does not sleep between cycles.
+    fw.cycle_time = parse_flag(f.cycle_time, "--cycle-time", parse_seconds);
   }
   if (!f.bucket_cap.empty()) {
     fw.bucket_cap = positive<Bytes>(f.bucket_cap, "--bucket-cap", parse_bytes);

@@ -28,6 +28,9 @@ class HorovodLauncher : public GradientLauncher {
   }
   std::optional<Time> next_tick(Time now) const override {
     if (waiting_.empty()) return std::nullopt;
+    // A cycle of zero (HOROVOD_CYCLE_TIME=0): the loop does not sleep, so what is ready is
+    // negotiated at once.
+    if (cycle_ <= 0) return now;
     return (now / cycle_ + 1) * cycle_;
   }
   std::vector<CommGroup> tick(Time) override {
@@ -77,13 +80,19 @@ class Horovod : public FrameworkPolicy {
     p.ps = ps_options(o, 1);
     const Bytes threshold = o.fusion_threshold.value_or(Bytes(128 * kMiB));
     const Seconds cycle = o.cycle_time.value_or(Seconds(1e-3));
-    if (cycle.value() <= 0) fail_at({}, "--cycle-time", "must be positive");
+    if (cycle.value() < 0) fail_at({}, "--cycle-time", "must be zero or positive");
     p.params.fusion_threshold = threshold;
     p.params.cycle_time = cycle;
     p.settings["fusion_threshold"] = format_bytes(threshold);
     p.settings["cycle_time"] = format_seconds(cycle);
-    p.description = fmt::format("{}: tensor fusion up to {} every {} cycle, {} allreduce", name_,
-                                format_bytes(threshold), format_seconds(cycle), p.strategy);
+    p.description =
+        cycle.value() > 0
+            ? fmt::format("{}: tensor fusion up to {} every {} cycle, {} allreduce", name_,
+                          format_bytes(threshold), format_seconds(cycle), p.strategy)
+            : fmt::format(
+                  "{}: tensor fusion up to {}, no cycle wait (HOROVOD_CYCLE_TIME=0), {} "
+                  "allreduce",
+                  name_, format_bytes(threshold), p.strategy);
     apply_xla(o, name_, p);
     if (o.host_staging) {
       p.params.host_staging = true;

@@ -140,7 +140,8 @@ expect_failure "'cases[0].predict.batch': '0' is not a positive batch or 'max'" 
   --cases "$fx/bad_batch.yaml"
 expect_failure "'cases[0].predict.fusion_threshold': '-64MiB' is negative" --data "$tp" \
   --cases "$fx/negative_fusion.yaml"
-expect_failure "'cases[0].predict.cycle_time': must be positive" --data "$tp" --cases "$fx/zero_cycle.yaml"
+expect_failure "'cases[0].predict.cycle_time': '-5ms' is negative" --data "$tp" \
+  --cases "$fx/negative_cycle.yaml"
 expect_failure "'cases[0].predict.ps_servers': must be at least 1, got 0" --data "$tp" \
   --cases "$fx/zero_servers.yaml"
 expect_failure "'cases[0].predict.fusion_threshold': '64' has no unit" --data "$tp" \

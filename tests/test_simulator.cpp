@@ -284,6 +284,30 @@ TEST_CASE("byteps_on_pcie_nodes_sums_and_spreads_through_host_memory") {
   CHECK(des.step_time_s == doctest::Approx(analytic.step_time_s).epsilon(0.03));
 }
 
+TEST_CASE("horovod_with_a_cycle_time_of_zero_negotiates_each_tensor_as_it_is_ready") {
+  // HOROVOD_CYCLE_TIME=0 (docs/simulator.md, "horovod"): the background loop does not sleep,
+  // so nothing waits for a tick; without fusion every tensor is its own allreduce, started when
+  // it is ready. The bulk-synchronous step of one fused buffer has no tick to wait for either.
+  for (const auto engine : {sim::Engine::kDes, sim::Engine::kAnalytic}) {
+    CAPTURE(static_cast<int>(engine));
+    auto o = options("resnet50", 16);
+    o.engine = engine;
+    o.framework_options.fusion_threshold = Bytes(0);
+    o.framework_options.cycle_time = Seconds(0);
+    const auto eager = sim::predict(o);
+    CHECK(eager.policy_description.find("no cycle wait") != std::string::npos);
+    o.framework_options.cycle_time = Seconds(5e-3);
+    const auto ticking = sim::predict(o);
+    CHECK(eager.step_time_s < ticking.step_time_s);
+    // What waiting is left is the negotiations' own time (tens of microseconds a step).
+    CHECK(eager.loss.fusion_or_bucket_waiting < 1e-3 * eager.step_time_s);
+    CHECK(ticking.loss.fusion_or_bucket_waiting > 10 * eager.loss.fusion_or_bucket_waiting);
+  }
+  auto o = options("resnet50", 16);
+  o.framework_options.cycle_time = Seconds(-1e-3);
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--cycle-time"), dlsim::InputError);
+}
+
 TEST_CASE("one_worker_node_stands_for_every_alike_node_in_the_des") {
   // docs/simulator.md, "One worker node for all": where the worker nodes are alike and reach
   // the dedicated servers over their own links and the servers', node 0's exchanges over the

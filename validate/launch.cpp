@@ -518,8 +518,8 @@ void validate_launch(const LaunchOptions& o) {
             fmt::format("'{}' is not parameter_server or distributed_replicated (tf-ps)",
                         comment_safe(*o.knobs.mode)));
   }
-  if (o.knobs.cycle_time && !(o.knobs.cycle_time->value() > 0)) {
-    fail_at({}, "--cycle-time", "must be positive");
+  if (o.knobs.cycle_time && !(o.knobs.cycle_time->value() >= 0)) {
+    fail_at({}, "--cycle-time", "must be zero (HOROVOD_CYCLE_TIME=0: no sleep) or positive");
   }
   if (o.knobs.bucket_cap && !(o.knobs.bucket_cap->value() > 0)) {
     fail_at({}, "--bucket-cap", "must be positive");

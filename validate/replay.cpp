@@ -125,10 +125,13 @@ class Exchange {
       const double cycle = resolved_.params.cycle_time->value();
       std::vector<char> global(total, 0);
       while (done_ < total) {
-        // The next cycle boundary after now (a cycle spent exchanging is not made up for).
-        const double next = (std::floor(seconds_since(t0_) / cycle) + 1) * cycle;
-        std::this_thread::sleep_until(
-            t0_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(next)));
+        // The next cycle boundary after now (a cycle spent exchanging is not made up for); with
+        // a cycle of zero (HOROVOD_CYCLE_TIME=0) the loop does not sleep.
+        if (cycle > 0) {
+          const double next = (std::floor(seconds_since(t0_) / cycle) + 1) * cycle;
+          std::this_thread::sleep_until(t0_ + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(next)));
+        }
         std::vector<std::uint64_t> bits((total + 63) / 64, 0);
         {
           std::lock_guard lock(mutex_);
