@@ -356,6 +356,12 @@ TEST_CASE("one_worker_node_stands_for_every_alike_node_in_the_des") {
   o.framework_options.ps_servers = 8;
   o.framework_options.ps_colocated = true;
   CHECK(sim::predict(o).mirrored_nodes == 1);
+  // Leaf uplinks oversubscribed 2:1 can bind: every node is simulated there too.
+  o = options("resnet50", 96);
+  o.cluster = kHw + "/fat-tree-40-2to1.yaml";
+  o.framework = "byteps";
+  o.framework_options.ps_servers = 16;
+  CHECK(sim::predict(o).mirrored_nodes == 1);
 }
 
 TEST_CASE("without_overlap_every_exchange_waits_for_the_whole_backward_pass") {
