@@ -22,7 +22,7 @@ fail() {
 }
 
 # Data sets left out of the gate, each with its reason in docs/validate.md.
-not_gated="dle_pyt_rn50_2012 dle_tf_bert_1908_standin h100_precisions h100_replay hkbu_ddlbench2020 horovod_readme2017 horovod_readme2017_dtf"
+not_gated="dle_pyt_rn50_2012 dle_tf_bert_1908_standin h100_precisions h100_replay horovod_readme2017 horovod_readme2017_dtf"
 
 all_cases=("$root"/validate/cases/*.yaml)
 gated_cases=()
@@ -142,6 +142,8 @@ expect_failure "'cases[0].predict.fusion_threshold': '-64MiB' is negative" --dat
   --cases "$fx/negative_fusion.yaml"
 expect_failure "'cases[0].predict.cycle_time': '-5ms' is negative" --data "$tp" \
   --cases "$fx/negative_cycle.yaml"
+expect_failure "'cases[0].not_gated': give the measured cause that keeps the case out of the gate" \
+  --data "$tp" --cases "$fx/empty_not_gated.yaml"
 expect_failure "'cases[0].predict.ps_servers': must be at least 1, got 0" --data "$tp" \
   --cases "$fx/zero_servers.yaml"
 expect_failure "'cases[0].predict.fusion_threshold': '64' has no unit" --data "$tp" \

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -105,6 +106,18 @@ void add_published(CLI::App& app, const std::string& command) {
           "{:.1f} %, worst {:.1f} % ({})\n",
           s.data_set, s.count, s.median_abs * 100, s.p90_abs * 100, s.worst_abs * 100,
           s.worst_case);
+    }
+    // The gate holds the rows of the cases in it (a case's `not_gated` names why it is not).
+    if (!o->max_median && !o->max_p90) return;
+    for (const auto& s : val::summarize(all, true)) {
+      const auto rows = std::count_if(all.begin(), all.end(), [&](const auto& row) {
+        return !row.anchor && (s.data_set == "all" || row.data_set == s.data_set);
+      });
+      if (s.count < rows) {
+        std::cerr << fmt::format(
+            "dlvalidate: gate: {}: {} gated comparisons, median |error| {:.1f} %, P90 {:.1f} %\n",
+            s.data_set, s.count, s.median_abs * 100, s.p90_abs * 100);
+      }
       if (o->max_median && s.median_abs * 100 > *o->max_median) {
         std::cerr << fmt::format("dlvalidate: gate: {} median {:.1f} % is above {} %\n", s.data_set,
                                  s.median_abs * 100, *o->max_median);

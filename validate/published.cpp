@@ -120,6 +120,12 @@ CaseFile read_cases(const std::string& path) {
     k.match = string_map(c.child("match"));
     if (c.has("contains")) k.contains = string_map(c.child("contains"));
     k.quantity = c.get<std::string>("quantity");
+    if (c.has("not_gated")) {
+      k.not_gated = c.get<std::string>("not_gated");
+      if (k.not_gated->find_first_not_of(" \t") == std::string::npos) {
+        c.child("not_gated").fail("give the measured cause that keeps the case out of the gate");
+      }
+    }
     if (k.quantity != "throughput" && k.quantity != "scaling_efficiency") {
       c.child("quantity").fail("must be throughput or scaling_efficiency");
     }
@@ -413,6 +419,7 @@ std::vector<Comparison> compare(const std::vector<Table>& tables, const CaseFile
       k.anchor_gpus = anchor_gpus;
       k.anchor_value = anchor_value;
       k.anchor_throughput = anchor;
+      k.gated = !c.not_gated;
       out.push_back(k);
     }
   }
@@ -449,10 +456,10 @@ std::vector<Curve> predicted_curves(const CaseFile& file, const std::vector<Comp
   return out;
 }
 
-std::vector<Summary> summarize(const std::vector<Comparison>& comparisons) {
+std::vector<Summary> summarize(const std::vector<Comparison>& comparisons, bool gated_only) {
   std::map<std::string, std::vector<const Comparison*>> groups;
   for (const auto& c : comparisons) {
-    if (c.anchor) continue;
+    if (c.anchor || (gated_only && !c.gated)) continue;
     groups[c.data_set].push_back(&c);
     groups["all"].push_back(&c);
   }

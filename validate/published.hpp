@@ -41,6 +41,9 @@ struct Case {
   std::optional<std::string> batch;                 // else the row's batch_per_gpu
   // Parameter servers by the row's GPU count, where a table changed them (else predict's).
   std::map<int, int> ps_servers_at;
+  // Why this case's rows stay out of the gate, where they do (a measured cause in words,
+  // docs/validate.md); the rows are still reported.
+  std::optional<std::string> not_gated;
 };
 struct CaseFile {
   std::string name, description, source, path;
@@ -59,6 +62,7 @@ struct Comparison {
   double error = 0;     // (predicted - measured) / measured
   int line = 0;         // of the measured row
   bool anchor = false;  // the row that anchored compute (error 0 by construction; not counted)
+  bool gated = true;    // false: its case is out of the gate (Case::not_gated)
   // The anchor: its GPU count and measured samples/s (1 and the given rate for a throughput
   // anchor; 0 without one), and the single-GPU samples/s compute was scaled to (0: none).
   int anchor_gpus = 0;
@@ -87,6 +91,8 @@ struct Summary {
   std::string worst_case;
 };
 // Per data set and overall ("all"): median, P90 (nearest rank) and worst absolute error.
-std::vector<Summary> summarize(const std::vector<Comparison>& comparisons);
+// `gated_only`: of the comparisons whose case is in the gate (what --max-median-error and
+// --max-p90-error hold).
+std::vector<Summary> summarize(const std::vector<Comparison>& comparisons, bool gated_only = false);
 
 }  // namespace dlsim::validate

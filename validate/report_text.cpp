@@ -112,6 +112,7 @@ std::string report_json(const std::vector<Comparison>& cs, const std::vector<Sum
                                 {"unit", c.unit},
                                 {"error", c.error},
                                 {"anchor", c.anchor},
+                                {"gated", c.gated},
                                 {"anchor_gpus", c.anchor_gpus},
                                 {"anchor_value", c.anchor_value},
                                 {"anchor_throughput", c.anchor_throughput},
