@@ -22,7 +22,7 @@ fail() {
 }
 
 # Data sets left out of the gate, each with its reason in docs/validate.md.
-not_gated="dle_tf_bert_1908_standin h100_precisions h100_replay horovod_readme2017_dtf"
+not_gated="dle_tf_bert_1908_standin h100_replay horovod_readme2017_dtf"
 
 all_cases=("$root"/validate/cases/*.yaml)
 gated_cases=()
