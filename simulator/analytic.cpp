@@ -53,15 +53,10 @@ class PsQueues {
     for (const auto& phase : schedule.phases) {
       for (const auto& t : phase.transfers) {
         if (t.src == t.dst || t.bytes <= 0) continue;
-        if (W > 1 && topo.slot_of(t.src) != mirror_->slot() &&
-            topo.slot_of(t.dst) != mirror_->slot()) {
-          continue;
-        }
         const auto& r = route(t);
         for (int id : r) {
-          double times = 1;
-          if (W > 1 && mirror_->fabric_link(id)) continue;
-          if (W > 1 && mirror_->server_link(id)) times = W;
+          const int times = W > 1 ? mirror_->copies(id) : 1;
+          if (times == 0) continue;
           add(static_cast<std::size_t>(id), times * t.bytes / topo.link(id).bandwidth.value());
         }
         // A receiving socket (ps-lite): one stream's worth for all that reaches the process.

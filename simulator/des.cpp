@@ -427,7 +427,7 @@ class DesStep {
         if (mirrors_ > 1) {
           // Node 0's route as NodeMirror found it: its own links, copies of the server-side
           // ones, and no switch-to-switch link (none can bind).
-          std::erase_if(r, [this](int l) { return mirror_->fabric_link(l); });
+          std::erase_if(r, [this](int l) { return mirror_->copies(l) == 0; });
           for (int& l : r) l = mirrored_link(l);
         }
         if (socket >= 0) r.push_back(socket);
@@ -485,7 +485,7 @@ class DesStep {
   // One worker node for all (NodeMirror, docs/simulator.md): server-side link `l` as node 0
   // sees it, a copy at 1/W of its capacity; other links as they are.
   int mirrored_link(int l) {
-    if (!mirror_->server_link(l)) return l;
+    if (mirror_->copies(l) == 1) return l;
     auto [it, added] = shared_copy_.try_emplace(l, 0);
     if (added) {
       it->second = net_->add_resource(link_capacity_[static_cast<std::size_t>(l)] / mirrors_);

@@ -182,7 +182,6 @@ NodeMirror::NodeMirror(const StepSetup& s, const networks::PsOptions& ps,
     }
   }
   nodes_ = W;
-  slot_ = w0;
 }
 
 bool NodeMirror::server_link(int l) const {
@@ -192,6 +191,11 @@ bool NodeMirror::server_link(int l) const {
     return slot >= 0 && server_slot_[static_cast<std::size_t>(slot)];
   };
   return at(k.from) || at(k.to);
+}
+
+int NodeMirror::copies(int l) const {
+  if (server_link(l)) return nodes_;
+  return fabric_link(l) ? 0 : 1;
 }
 
 bool NodeMirror::fabric_link(int l) const {

@@ -39,8 +39,8 @@ struct StepSetup {
   // Wait-free backpropagation: a gradient may be exchanged as soon as it is produced. Without
   // it (bulk-synchronous, "BSP"), every exchange waits for the end of the backward pass.
   bool overlap = true;
-  // The DES's parameter-server exchanges of one worker node stand for every node's where the
-  // nodes are alike (PredictOptions::mirror_nodes).
+  // Both engines' parameter-server exchanges of one worker node stand for every node's where
+  // the nodes are alike (PredictOptions::mirror_nodes).
   bool mirror_nodes = true;
 };
 
@@ -100,7 +100,7 @@ Seconds small_allreduce_time(const networks::Communicator& comm, Bytes bytes);
 
 struct EngineRun {
   std::uint64_t events = 0;  // DES only
-  // DES: the worker nodes one node's parameter-server exchanges stood for (1: each its own).
+  // The worker nodes node 0's parameter-server exchanges stood for (1: each its own).
   int mirrored_nodes = 1;
 };
 
@@ -117,18 +117,18 @@ class NodeMirror {
              const std::vector<std::vector<int>>& nodes);
   // The worker nodes node 0 stands for; 1 where every node is its own.
   int nodes() const { return nodes_; }
-  int slot() const { return slot_; }  // node 0's slot
-  // A link that ends in a node kept for the servers.
-  bool server_link(int link) const;
-  // A link between two network switches (which mirrored routes leave out).
-  bool fabric_link(int link) const;
+  // How many of node 0's copies a link of node 0's routes carries: W for a server-side link
+  // (one that ends in a node kept for the servers), 0 for a link between two network switches
+  // (left out: none on these routes can bind), 1 for node 0's own.
+  int copies(int link) const;
 
  private:
+  bool server_link(int link) const;
+  bool fabric_link(int link) const;
   bool never_binds(int link) const;
   const networks::Topology& topo_;
   mutable std::unordered_map<int, bool> never_binds_;  // by link
   int nodes_ = 1;
-  int slot_ = -1;
   std::vector<char> server_slot_;  // by node slot
 };
 

@@ -49,8 +49,8 @@ struct PredictOptions {
   int iterations = 5;
   std::uint64_t seed = 1;
   bool overlap = true;  // false: communication starts after the whole backward pass
-  // DES, parameter servers: one worker node's exchanges stand for every node's where the nodes
-  // are alike (docs/simulator.md, "One worker node for all"); false simulates every node.
+  // Parameter servers, both engines: one worker node's exchanges stand for every node's where
+  // the nodes are alike (docs/simulator.md, "One worker node for all"); false: every node's.
   bool mirror_nodes = true;
   Engine engine = Engine::kDes;
   std::optional<double> anchor_throughput;  // samples/s on one GPU at this batch
@@ -105,7 +105,7 @@ struct Prediction {
   std::string collective_algorithm, collective_protocol, collective_why;
   int collective_channels = 0;
   std::uint64_t events = 0;
-  int mirrored_nodes = 1;  // DES: worker nodes one node's exchanges stood for
+  int mirrored_nodes = 1;  // worker nodes node 0's exchanges stood for (either engine)
   std::vector<std::string> why;
   nlohmann::json hardware;  // the resolved cluster
   nlohmann::json inputs;

@@ -110,10 +110,10 @@ void add_published(CLI::App& app, const std::string& command) {
     // The gate holds the rows of the cases in it (a case's `not_gated` names why it is not).
     if (!o->max_median && !o->max_p90) return;
     for (const auto& s : val::summarize(all, true)) {
-      const auto rows = std::count_if(all.begin(), all.end(), [&](const auto& row) {
-        return !row.anchor && (s.data_set == "all" || row.data_set == s.data_set);
-      });
-      if (s.count < rows) {
+      // The figures of a set some of whose cases are out: its rows in the gate.
+      const auto whole = std::find_if(summary.begin(), summary.end(),
+                                      [&](const auto& w) { return w.data_set == s.data_set; });
+      if (whole != summary.end() && s.count < whole->count) {
         std::cerr << fmt::format(
             "dlvalidate: gate: {}: {} gated comparisons, median |error| {:.1f} %, P90 {:.1f} %\n",
             s.data_set, s.count, s.median_abs * 100, s.p90_abs * 100);
