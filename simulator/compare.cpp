@@ -119,24 +119,32 @@ std::string verdict_why(const Prediction& w, const std::string& wname, const Pre
       (r.step_time_s - w.step_time_s) * 1e3, top.first, top.second * 1e3);
 }
 
-// The winner at one point of a search, each scheme predicted; a scheme that cannot run there
-// (too few nodes for its servers, a GPU count the cluster lacks) is listed with the reason.
+// The same job: one framework, strategy and settings (a scheme's name only picks them).
+bool same_job(const Prediction& a, const Prediction& b) {
+  return a.framework == b.framework && a.strategy == b.strategy &&
+         a.policy_settings == b.policy_settings;
+}
+
+// The winner at one point of a search, each contender predicted by the first of its schemes; a
+// contender that cannot run there (too few nodes for its servers, a GPU count the cluster lacks)
+// is listed with the reason.
 CrossoverPoint search_point(const PredictOptions& base, const std::vector<std::string>& schemes,
-                            const PredictInputs& inputs, std::string value) {
+                            const std::vector<std::string>& names, const PredictInputs& inputs,
+                            std::string value) {
   CrossoverPoint pt;
   pt.value = std::move(value);
   std::vector<double> throughput;
-  for (const auto& s : schemes) {
+  for (std::size_t i = 0; i < schemes.size(); ++i) {
     try {
-      throughput.push_back(predict_scheme(base, s, inputs).throughput);
+      throughput.push_back(predict_scheme(base, schemes[i], inputs).throughput);
     } catch (const InputError& e) {
       throughput.push_back(0);
-      pt.unavailable.push_back(fmt::format("{}: {}", s, e.what()));
+      pt.unavailable.push_back(fmt::format("{}: {}", names[i], e.what()));
     }
   }
   const auto [best, second] = best_two(throughput);
   if (best >= 0) {
-    pt.winner = schemes[static_cast<std::size_t>(best)];
+    pt.winner = names[static_cast<std::size_t>(best)];
     pt.alone = second < 0;
     if (second >= 0) {
       pt.margin = throughput[static_cast<std::size_t>(best)] /
@@ -192,23 +200,46 @@ Comparison compare(const CompareOptions& options) {
   // network of the network search.
   const PredictInputs inputs = load_inputs(options.base);
   Comparison c;
-  std::vector<double> throughput;
   for (const auto& s : options.schemes) {
     c.results.push_back({s, predict_scheme(options.base, s, inputs)});
-    throughput.push_back(c.results.back().prediction.throughput);
   }
+  // One contender per distinct job: `first[k]` is contender k's first result, `schemes[k]` the
+  // scheme that predicts it in the searches, `names[k]` its name.
+  std::vector<std::size_t> first;
+  std::vector<std::string> schemes, names;
+  std::vector<std::size_t> group(c.results.size());
+  for (std::size_t i = 0; i < c.results.size(); ++i) {
+    std::size_t k = 0;
+    while (k < first.size() && !same_job(c.results[first[k]].prediction, c.results[i].prediction)) {
+      ++k;
+    }
+    if (k == first.size()) {
+      first.push_back(i);
+      schemes.push_back(c.results[i].scheme);
+      names.push_back(c.results[i].scheme);
+    } else {
+      names[k] += "=" + c.results[i].scheme;
+    }
+    group[i] = k;
+  }
+  for (std::size_t i = 0; i < c.results.size(); ++i) c.contender.push_back(names[group[i]]);
+  std::vector<double> throughput;
+  for (std::size_t i : first) throughput.push_back(c.results[i].prediction.throughput);
   const auto [best, second] = best_two(throughput);
-  c.winner = static_cast<std::size_t>(std::max(best, 0));
+  c.winner = first[static_cast<std::size_t>(std::max(best, 0))];
   if (second >= 0) {
     const auto& w = c.results[c.winner];
-    const auto& r = c.results[static_cast<std::size_t>(second)];
+    const auto& r = c.results[first[static_cast<std::size_t>(second)]];
     c.margin = w.prediction.throughput / r.prediction.throughput - 1;
-    c.why = verdict_why(w.prediction, w.scheme, r.prediction, r.scheme);
+    c.why = verdict_why(w.prediction, c.contender[c.winner], r.prediction,
+                        names[static_cast<std::size_t>(second)]);
     if (c.margin < kTie) c.why = "no scheme is more than 5% faster; " + c.why;
+  } else if (first.size() < c.results.size()) {
+    c.why = fmt::format("{} are the same job here: nothing to compare", names.front());
   } else {
     c.why = c.results[c.winner].scheme + " is the only scheme given";
   }
-  if (!options.crossover || options.schemes.size() < 2) return c;
+  if (!options.crossover || first.size() < 2) return c;
 
   // The searches run the chosen engine for one step: tens of predictions.
   auto search = options.base;
@@ -222,7 +253,7 @@ Comparison compare(const CompareOptions& options) {
   for (int g : counts) {
     auto o = search;
     o.gpus = g;
-    by_gpus.points.push_back(search_point(o, options.schemes, inputs, std::to_string(g)));
+    by_gpus.points.push_back(search_point(o, schemes, names, inputs, std::to_string(g)));
   }
   by_gpus.summary = summarize(by_gpus, " GPUs");
   c.crossovers.push_back(std::move(by_gpus));
@@ -240,12 +271,12 @@ Comparison compare(const CompareOptions& options) {
     auto o = search;
     o.network = name;
     try {
-      by_net.points.push_back(search_point(o, options.schemes, load_inputs(o), name));
+      by_net.points.push_back(search_point(o, schemes, names, load_inputs(o), name));
     } catch (const InputError& e) {  // the cluster cannot take this network: no scheme runs
       CrossoverPoint pt;
       pt.value = name;
-      for (const auto& s : options.schemes) {
-        pt.unavailable.push_back(fmt::format("{}: {}", s, e.what()));
+      for (const auto& n : names) {
+        pt.unavailable.push_back(fmt::format("{}: {}", n, e.what()));
       }
       by_net.points.push_back(std::move(pt));
     }
@@ -257,12 +288,14 @@ Comparison compare(const CompareOptions& options) {
 
 nlohmann::json to_json(const Comparison& c) {
   nlohmann::json j;
-  j["winner"] = c.results[c.winner].scheme;
+  j["winner"] = c.contender[c.winner];
   j["margin_percent"] = c.margin * 100;
   j["why"] = c.why;
   j["schemes"] = nlohmann::json::array();
-  for (const auto& r : c.results) {
+  for (std::size_t i = 0; i < c.results.size(); ++i) {
+    const auto& r = c.results[i];
     j["schemes"].push_back({{"scheme", r.scheme},
+                            {"contender", c.contender[i]},
                             {"framework", r.prediction.framework},
                             {"strategy", r.prediction.strategy},
                             {"throughput_samples_per_s", r.prediction.throughput},
@@ -310,17 +343,24 @@ std::string to_table(const Comparison& c) {
   line("exposed (ms)",
        [](const Prediction& p) { return fmt::format("{:.3f}", p.exposed_communication_s * 1e3); });
   out += c.why + "\n";
-  for (const auto& r : c.results) {
-    const auto& p = r.prediction;
+  std::set<std::string> told;
+  for (std::size_t i = 0; i < c.results.size(); ++i) {
+    const auto& name = c.contender[i];
+    if (!told.insert(name).second) continue;  // the same job, told already
+    const auto& p = c.results[i].prediction;
+    if (name.find('=') != std::string::npos) {
+      out += fmt::format("  {} are the same job here ({} / {}); they count once\n", name,
+                         p.framework, p.strategy);
+    }
     if (!p.bottleneck.empty()) {
-      out += fmt::format("  {} is bound by its largest exchange's {}\n", r.scheme, p.bottleneck);
+      out += fmt::format("  {} is bound by its largest exchange's {}\n", name, p.bottleneck);
     }
     const auto placement = p.policy_settings.find("ps_placement");
     if (placement != p.policy_settings.end() && placement->second == "dedicated") {
-      out += fmt::format("  {} also uses {} server host(s) besides the {} worker nodes\n", r.scheme,
+      out += fmt::format("  {} also uses {} server host(s) besides the {} worker nodes\n", name,
                          p.policy_settings.at("ps_servers"), p.nodes);
     } else if (placement != p.policy_settings.end() && p.framework == "byteps") {
-      out += fmt::format("  {} runs its {} server(s) on the worker nodes\n", r.scheme,
+      out += fmt::format("  {} runs its {} server(s) on the worker nodes\n", name,
                          p.policy_settings.at("ps_servers"));
     }
   }

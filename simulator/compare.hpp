@@ -42,8 +42,11 @@ struct Crossover {
 
 struct Comparison {
   std::vector<SchemeResult> results;
-  std::size_t winner = 0;
-  double margin = 0;  // winner's throughput over the runner-up's, minus one
+  // Schemes that come out as the same job (`ps` under Horovod is BytePS) are one contender,
+  // named by their names joined with '=' ("ps=byteps"); `contender[i]` is result i's name.
+  std::vector<std::string> contender;
+  std::size_t winner = 0;  // a result of the winning contender
+  double margin = 0;       // winner's throughput over the runner-up's, minus one
   std::string why;
   std::vector<Crossover> crossovers;
 };

@@ -56,6 +56,11 @@ import json, sys
 r = {s["scheme"]: s for s in json.load(open(sys.argv[1]))["schemes"]}
 assert r["ps"]["framework"] == "byteps", r["ps"]["framework"]
 assert r["ps"]["step_time_s"] == r["byteps"]["step_time_s"]
+# They are one contender: the verdict sets ring against ps=byteps, never ps against byteps.
+c = json.load(open(sys.argv[1]))
+assert r["ps"]["contender"] == r["byteps"]["contender"] == "ps=byteps", r["ps"]["contender"]
+assert r["ring"]["contender"] == "ring"
+assert c["winner"] == "ps=byteps" and "more than ring" in c["why"], c["why"]
 PY
 
 # On a cluster the workers fill (64 GPUs of the 16-node default), `ps` runs BytePS's servers
