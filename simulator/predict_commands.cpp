@@ -153,14 +153,36 @@ std::string csv_rows(const std::vector<Prediction>& rows) {
   return out;
 }
 
+// "1,2,4,8", or ranges as collective's --bytes takes them: "1:64" (1, 2, 4, ..., 64: each count
+// doubled) and "3:96:x2"; items mix ("1,2,4:64").
 std::vector<int> parse_gpu_list(const std::string& text) {
   std::vector<int> out;
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    out.push_back(static_cast<int>(parse_int_flag(item, "--gpus", 1, kMaxRanks)));
+    const auto colon = item.find(':');
+    if (colon == std::string::npos) {
+      out.push_back(static_cast<int>(parse_int_flag(item, "--gpus", 1, kMaxRanks)));
+      continue;
+    }
+    const auto second = item.find(':', colon + 1);
+    const auto lo = parse_int_flag(item.substr(0, colon), "--gpus", 1, kMaxRanks);
+    const auto hi =
+        parse_int_flag(item.substr(colon + 1, second == std::string::npos ? std::string::npos
+                                                                          : second - colon - 1),
+                       "--gpus", 1, kMaxRanks);
+    long long factor = 2;
+    if (second != std::string::npos) {
+      const auto f = item.substr(second + 1);
+      if (f.size() < 2 || f[0] != 'x') {
+        fail_at({}, "--gpus", fmt::format("expected MIN:MAX or MIN:MAX:xF, got '{}'", item));
+      }
+      factor = parse_int_flag(f.substr(1), "--gpus", 2, kMaxRanks);
+    }
+    if (lo > hi) fail_at({}, "--gpus", fmt::format("range '{}' runs backwards", item));
+    for (long long g = lo; g <= hi; g *= factor) out.push_back(static_cast<int>(g));
   }
-  if (out.empty()) fail_at({}, "--gpus", "expected a list such as 1,2,4,8");
+  if (out.empty()) fail_at({}, "--gpus", "expected a list such as 1,2,4,8 or a range such as 1:64");
   return out;
 }
 
@@ -262,7 +284,8 @@ void add_predict_commands(CLI::App& app) {
   auto plot = std::make_shared<std::string>();
   auto* s = app.add_subcommand("scale", "Throughput and efficiency against GPU count");
   add_common(s, *sf, false, true);
-  s->add_option("--gpus", *gpus, "GPU counts, e.g. 1,2,4,8,16")->required();
+  s->add_option("--gpus", *gpus, "GPU counts, e.g. 1,2,4,8,16, or 1:64 (doubling), 3:96:x2")
+      ->required();
   s->add_option("--plot", *plot, "Write an SVG plot with the ideal line");
   s->callback([sf, gpus, plot] { run_scale(*sf, *gpus, *plot); });
 

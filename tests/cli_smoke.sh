@@ -72,6 +72,9 @@ check "trace names the nodes" grep -q '"process_name"' "$tmp/trace.json"
 "$dlsim" scale --model resnet50 --gpus 1,2,4,8,16 --plot "$tmp/scale.svg" >"$tmp/scale.txt"
 check "scale prints one row per count" test "$(grep -cE '^ +[0-9]+ ' "$tmp/scale.txt")" -eq 5
 check "scale plot is svg" grep -q '<svg' "$tmp/scale.svg"
+# A range doubles from MIN to MAX, as collective's --bytes; items mix with single counts.
+"$dlsim" scale --model resnet50 --gpus 3,1:8,6:24:x4 --engine analytic --format csv >"$tmp/range.csv"
+check "scale expands ranges" test "$(cut -d, -f2 "$tmp/range.csv" | tail -n +2 | tr '\n' ' ')" = "3 1 2 4 8 6 24 "
 "$dlsim" compare --model vgg16 --gpus 16 --strategy ring,ps,hierarchical >"$tmp/compare.txt"
 check "compare names a winner" grep -q ' wins: ' "$tmp/compare.txt"
 
