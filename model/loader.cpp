@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <deque>
+#include <exception>
 #include <filesystem>
 #include <set>
 #include <unordered_map>
@@ -284,13 +285,30 @@ LayerGraph load_yaml_model(const ConfigNode& file_root, const ParamOverrides& ov
     model_scope->set(key, YAML::Node(value));
   }
 
-  Loader loader(graph, model_scope);
-  if (auto blocks = root.maybe_child("blocks")) loader.read_blocks(*blocks);
-  Scope& top = loader.scopes.emplace_back();
-  loader.instantiate(root.child("layers"), top, false);
-  root.finish();
-  loader.resolve();
-  graph.finalize();
+  try {
+    Loader loader(graph, model_scope);
+    if (auto blocks = root.maybe_child("blocks")) loader.read_blocks(*blocks);
+    Scope& top = loader.scopes.emplace_back();
+    loader.instantiate(root.child("layers"), top, false);
+    root.finish();
+    loader.resolve();
+    graph.finalize();
+  } catch (const InputError& e) {
+    if (overrides.empty()) throw;
+    // The model loads without the user's values: they are the cause, so the error names them
+    // (with the place in the model file they broke) rather than only that file.
+    const auto original = std::current_exception();
+    try {
+      load_yaml_model(file_root);
+    } catch (const InputError&) {
+      std::rethrow_exception(original);
+    }
+    std::vector<std::string> given;
+    for (const auto& [key, value] : overrides) given.push_back(key + "=" + value);
+    fail_at({}, "--set",
+            fmt::format("{} does not fit model '{}': {}", fmt::join(given, " "), graph.name(),
+                        e.what()));
+  }
   return graph;
 }
 

@@ -76,7 +76,9 @@ expect_failure "--batch: must be a positive integer, got 0" model show googlenet
 expect_failure "unknown precision 'fp8'" model show googlenet --precision fp8
 expect_failure "model 'gpt2' has no parameter 'seqlen'; did you mean 'seq_len'" model show gpt2 --set seqlen=64
 expect_failure "expected NAME=VALUE" model show gpt2 --set seq_len
-expect_failure "'layers[0].shape[0]': expected an integer, got 'long'" model show gpt2 --set seq_len=long
+expect_failure "--set: seq_len=long does not fit model 'gpt2': model/zoo/gpt2.yaml" model show gpt2 --set seq_len=long
+expect_failure "--set: seq_len=0 does not fit model 'bert_base': " predict --model bert_base --gpus 8 --set seq_len=0
+expect_failure "--set: seq_len=600 does not fit model 'bert_base': " predict --model bert_base --gpus 8 --set seq_len=600
 expect_failure "--format" model show googlenet --format xml
 expect_failure "no such file" model show ./missing.yaml
 
