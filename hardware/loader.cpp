@@ -903,6 +903,7 @@ LibrarySpec parse_library(const ConfigNode& n, const std::string& stem, Context&
     t.duplicate_from = bandwidth(c.child("duplicate_from"));
     t.runtime_factor = positive_int(c.child("runtime_factor"));
     if (c.has("rank_order_ring")) t.rank_order_ring = c.get<bool>("rank_order_ring");
+    if (c.has("pxn")) t.pxn = c.get<bool>("pxn");
     c.finish();
   });
   n.finish();

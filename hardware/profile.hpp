@@ -235,6 +235,10 @@ struct TunerSpec {
   // No topology search: one ring through the node's GPUs in rank order, each hop over whatever
   // path joins the two GPUs (NCCL 1.x, src/core.cu: ranks sorted by NVML index).
   bool rank_order_ring = false;
+  // PXN (NCCL 2.12 on, src/graph/paths.cc): a GPU whose path to a NIC crosses a CPU (or is
+  // slower than its peer's) sends through the NIC's own GPU, over NVLink to that GPU and on
+  // through its PCIe switch; the GPU-to-NIC direction only.
+  bool pxn = false;
 };
 
 // The collective library: NCCL (its protocols and tuning model decide each collective), or MPI

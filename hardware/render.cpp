@@ -290,6 +290,7 @@ void print(Printer& p, const LibrarySpec& l) {
   p.bandwidth("duplicate_from", t.duplicate_from);
   p.count("runtime_factor", t.runtime_factor);
   if (t.rank_order_ring) p.text("rings", "one, in rank order");
+  if (t.pxn) p.text("pxn", "a GPU sends through the NIC's own GPU over NVLink (PXN)");
   p.end();
 }
 

@@ -56,7 +56,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // NCCL's path type of a route inside a node.
 PathType path_type(const Topology& topo, const std::vector<int>& route) {
   if (route.empty()) return PathType::kLoc;
-  bool nvlink = true;
+  bool nvlink = true, relayed = false;
   int cpus = 0, switches = 0;
   for (std::size_t i = 0; i < route.size(); ++i) {
     const auto& l = topo.link(route[i]);
@@ -66,8 +66,10 @@ PathType path_type(const Topology& topo, const std::vector<int>& route) {
       const auto k = topo.kind(l.to);
       if (k == VertexKind::kCpu) ++cpus;
       if (k == VertexKind::kSwitch) ++switches;
+      if (k == VertexKind::kGpu) relayed = true;  // a peer GPU relays it: PXN (paths.cc)
     }
   }
+  if (relayed) return PathType::kPxn;
   if (nvlink) return PathType::kNvl;
   if (cpus >= 2) return PathType::kSys;
   if (cpus == 1) return PathType::kPhb;
@@ -439,45 +441,70 @@ NcclTopology nccl_search(const Communicator& comm) {
       if (n.type == best_type) best = std::max(best, n.speed);
     }
     if (tightest && tightest->nvlink_cycles) best = std::min(best, tightest->bw);
-    const double s = quantize(best, speeds);
-    // How many channels the node's own graph takes at that speed.
-    int fit = max_search;
-    if (tightest) {
-      fit = tightest->nvlink_cycles ? tightest->channels
-                                    : std::max(1, static_cast<int>(tightest->capacity / s + 1e-9));
-    }
-    std::vector<const Nic*> rails;
-    for (const auto& n : nics) {
-      if (n.type == best_type && n.speed + 1e-6 >= s) rails.push_back(&n);
-    }
-    // A GPU's own NIC before the others it reaches as well.
-    std::stable_sort(rails.begin(), rails.end(),
-                     [](const Nic* a, const Nic* b) { return a->own && !b->own; });
-    // Round robin over the rails while every NIC and GPU path has room for one more channel.
-    std::map<int, double> nic_load, in_load, out_load, link_load;
-    std::vector<const Nic*> channel_rail;
-    bool added = true;
-    while (added && static_cast<int>(channel_rail.size()) < std::min(fit, max_search)) {
-      added = false;
-      for (const Nic* n : rails) {
-        if (static_cast<int>(channel_rail.size()) >= std::min(fit, max_search)) break;
-        const double eps = 1 + 1e-9;
-        if (nic_load[n->index] + s > n->capacity * eps ||
-            in_load[n->entry] + s > n->entry_bw * eps || out_load[n->exit] + s > n->exit_bw * eps ||
-            std::any_of(n->links.begin(), n->links.end(), [&](const auto& l) {
-              return link_load[l.first] + l.second * s > search_bw(topo, l.first) * eps;
-            })) {
-          continue;
+    // The channels at speed `s`: round robin over the NICs of the best path type that reach `s`
+    // (a GPU's own NIC before the others it reaches as well), while every NIC and every link
+    // of the channel's path through the node (or, on NVLink rings, its entry and exit GPU) has
+    // room for one more channel, up to what the node's own graph takes at that speed.
+    const auto assign = [&](double s) {
+      int fit = max_search;
+      if (tightest) {
+        fit = tightest->nvlink_cycles
+                  ? tightest->channels
+                  : std::max(1, static_cast<int>(tightest->capacity / s + 1e-9));
+      }
+      std::vector<const Nic*> rails;
+      for (const auto& n : nics) {
+        if (n.type == best_type && n.speed + 1e-6 >= s) rails.push_back(&n);
+      }
+      std::stable_sort(rails.begin(), rails.end(),
+                       [](const Nic* a, const Nic* b) { return a->own && !b->own; });
+      std::map<int, double> nic_load, in_load, out_load, link_load;
+      std::vector<const Nic*> chosen;
+      const int most = std::min(fit, max_search);
+      bool added = true;
+      while (added && static_cast<int>(chosen.size()) < most) {
+        added = false;
+        for (const Nic* n : rails) {
+          if (static_cast<int>(chosen.size()) >= most) break;
+          const double eps = 1 + 1e-9;
+          // With the path's links counted, they bound it (a PXN exit loads the relaying GPU's
+          // PCIe link, not the exit GPU's); on NVLink rings, the entry and exit GPUs' paths.
+          const bool by_links = !n->links.empty();
+          if (nic_load[n->index] + s > n->capacity * eps ||
+              (!by_links && (in_load[n->entry] + s > n->entry_bw * eps ||
+                             out_load[n->exit] + s > n->exit_bw * eps)) ||
+              std::any_of(n->links.begin(), n->links.end(), [&](const auto& l) {
+                return link_load[l.first] + l.second * s > search_bw(topo, l.first) * eps;
+              })) {
+            continue;
+          }
+          for (const auto& [id, count] : n->links) link_load[id] += count * s;
+          nic_load[n->index] += s;
+          in_load[n->entry] += s;
+          out_load[n->exit] += s;
+          chosen.push_back(n);
+          added = true;
         }
-        for (const auto& [id, count] : n->links) link_load[id] += count * s;
-        nic_load[n->index] += s;
-        in_load[n->entry] += s;
-        out_load[n->exit] += s;
-        channel_rail.push_back(n);
-        added = true;
+      }
+      if (chosen.empty() && !rails.empty()) chosen.push_back(rails.front());
+      return chosen;
+    };
+    // NCCL's search keeps, over the speeds it tries from the highest down, the graph with the
+    // most bandwidth (channels x speed; search.cc, ncclTopoCompute): a speed a step lower may
+    // fit one more channel on every NIC (8 NDR rails of a DGX H100: 8 x 45 GB/s where 48 GB/s
+    // fits 7). Equal totals keep the higher speed.
+    double s = quantize(best, speeds);
+    std::vector<const Nic*> channel_rail = assign(s);
+    for (const auto& speed : speeds) {
+      const double v = speed.value();
+      if (v >= s * (1 - 1e-9)) continue;
+      const auto c = assign(v);
+      if (static_cast<double>(c.size()) * v >
+          static_cast<double>(channel_rail.size()) * s * (1 + 1e-9)) {
+        channel_rail = c;
+        s = v;
       }
     }
-    if (channel_rail.empty()) channel_rail.push_back(rails.front());
     const int channels = static_cast<int>(channel_rail.size());
     ring.channels = channels;
     ring.bw_intra = ring.bw_inter = s;

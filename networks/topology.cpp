@@ -1,7 +1,9 @@
 #include "networks/topology.hpp"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <deque>
+#include <limits>
 #include <map>
 
 #include "networks/placement.hpp"
@@ -112,6 +114,7 @@ struct Topology::Template {
           kinds[v] == VertexKind::kGpu && best > 0 ? v % static_cast<int>(nearest.size()) : 0;
       nearest_nic[v] = nearest[static_cast<std::size_t>(pick)];
     }
+    if (library.nccl() && library.tuner.pxn) add_pxn_paths();
     // The NVSwitch the GPUs' NVLinks reach, when they all reach the same declared switch.
     for (const auto& l : links) {
       if (l.from == 0 && l.cls == PathClass::kNvlink && kinds[l.to] == VertexKind::kSwitch) {
@@ -123,6 +126,55 @@ struct Topology::Template {
       bool reaches = false;
       for (const auto& l : links) reaches = reaches || (l.from == g && l.to == nvswitch);
       if (!reaches) nvswitch = -1;
+    }
+  }
+
+  // PXN (NCCL 2.12 on, src/graph/paths.cc ncclTopoComputePaths): for each NIC, its own GPU (of
+  // the GPUs nearest it, the one that calls it its nearest NIC, as ncclTopoGetLocalGpu) relays
+  // the sends of every other GPU that reaches it over NVLink alone, where that GPU's own path to
+  // the NIC crosses a CPU or is slower. The GPU-to-NIC direction only: NCCL receives locally.
+  void add_pxn_paths() {
+    auto crosses_cpu = [&](const std::vector<int>& path) {
+      for (std::size_t i = 0; i + 1 < path.size(); ++i) {
+        if (kinds[links[path[i]].to] == VertexKind::kCpu) return true;
+      }
+      return false;
+    };
+    auto bottleneck = [&](const std::vector<int>& path) {
+      double bw = std::numeric_limits<double>::infinity();
+      for (int id : path) bw = std::min(bw, links[id].bandwidth.value());
+      return bw;
+    };
+    auto nvlink_only = [&](const std::vector<int>& path) {
+      return !path.empty() && std::all_of(path.begin(), path.end(), [&](int id) {
+        return links[id].cls == PathClass::kNvlink;
+      });
+    };
+    for (int k = 0; k < spec->nics; ++k) {
+      const int nv = nic(k);
+      std::size_t best = 0;
+      int own = -1;
+      for (int g = 0; g < gpus(); ++g) {
+        const std::size_t hops = paths[g][nv].size();
+        if (hops == 0) continue;
+        const bool mine = nearest_nic[g] == k;
+        if (own < 0 || hops < best || (hops == best && mine && nearest_nic[own] != k)) {
+          own = g;
+          best = hops;
+        }
+      }
+      if (own < 0 || crosses_cpu(paths[own][nv])) continue;
+      const std::vector<int> relay = paths[own][nv];
+      for (int g = 0; g < gpus(); ++g) {
+        if (g == own || !nvlink_only(paths[g][own])) continue;
+        auto& direct = paths[g][nv];
+        if (!direct.empty() && !crosses_cpu(direct) && bottleneck(direct) >= bottleneck(relay)) {
+          continue;
+        }
+        std::vector<int> via = paths[g][own];
+        via.insert(via.end(), relay.begin(), relay.end());
+        direct = std::move(via);
+      }
     }
   }
 

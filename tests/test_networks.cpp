@@ -437,6 +437,60 @@ TEST_CASE("rings_use_every_rail_and_the_nics_bound_them") {
   CHECK(d.execution.phases.front().bottleneck.find("/nic") != std::string::npos);
 }
 
+TEST_CASE("a_dgx_h100_pair_sends_through_pxn_on_all_eight_rails") {
+  // DGX H100: one GPU and one NDR NIC per PCIe switch, so a ring's exit GPU reaches its
+  // channel's NIC only through a CPU, or, from NCCL 2.12 (PXN, src/graph/paths.cc), over
+  // NVLink to the NIC's own GPU. The search then fits 8 channels of 45 GB/s (8 x 48 GB/s would
+  // exceed the GPUs' 360 GB/s of NVLink), one per NIC, where 4 NICs carried 2 channels of 24.
+  // NCCL's maintainers expect 46-48 GB/s per NDR NIC from a 2-node ring (NVIDIA/nccl-tests#290):
+  // 8 x 47 = 376 GB/s busbw.
+  Job h100(hardware::load_cluster("dgx-h100"), 16);
+  const auto r = run_collective(request(CollectiveOp::kAllReduce, 1 << 30), h100.comm, "ring");
+  CHECK(r.busbw == doctest::Approx(376e9).epsilon(0.10));
+  const auto s = collective_algorithms().at("ring").make()->schedule(
+      request(CollectiveOp::kAllReduce, 1 << 30), h100.comm);
+  std::set<int> nics;
+  bool relayed = false;
+  for (const auto& tr : s.phases.front().transfers) {
+    std::vector<int> route;
+    h100.topo->route(tr.src, tr.dst, tr.rail, route);
+    for (std::size_t i = 0; i < route.size(); ++i) {
+      const int v = h100.topo->link(route[i]).from;
+      if (h100.topo->kind(v) == VertexKind::kNic) nics.insert(v);
+      // A send that passes a GPU on its way to the NIC: the NIC's own GPU relays it.
+      relayed = relayed || (i > 0 && h100.topo->kind(v) == VertexKind::kGpu);
+    }
+  }
+  CHECK(nics.size() == 16);
+  CHECK(relayed);
+  // The GPU-to-NIC path of gpu1 to nic0 is gpu1 -> NVSwitch -> gpu0 -> its switch -> nic0 under
+  // NCCL 2.21; NCCL 2.3 had no PXN and goes through the CPU; the NIC-to-GPU direction never
+  // relays.
+  const int nic0 = h100.topo->nic_vertex(0, 0), gpu0 = h100.topo->gpu_vertex(0, 0),
+            gpu1 = h100.topo->gpu_vertex(0, 1);
+  std::vector<int> route;
+  h100.topo->route(gpu1, nic0, 0, route);
+  REQUIRE(route.size() == 4);
+  CHECK(h100.topo->link(route[1]).to == gpu0);
+  // Which GPUs a route passes on its way (not its ends).
+  const auto gpus_passed = [](const Topology& topo, const std::vector<int>& links) {
+    int n = 0;
+    for (std::size_t i = 0; i + 1 < links.size(); ++i) {
+      n += topo.kind(topo.link(links[i]).to) == VertexKind::kGpu ? 1 : 0;
+    }
+    return n;
+  };
+  route.clear();
+  h100.topo->route(nic0, gpu1, 0, route);
+  CHECK(gpus_passed(*h100.topo, route) == 0);
+  auto old = hardware::load_cluster("dgx-h100");
+  old.library = hardware::load_library("nccl-2.3");
+  Job h100_old(old, 16);
+  route.clear();
+  h100_old.topo->route(gpu1, nic0, 0, route);
+  CHECK(gpus_passed(*h100_old.topo, route) == 0);
+}
+
 TEST_CASE("a_tcp_transport_bounds_each_sending_rank_to_one_streams_worth") {
   // IPoIB (ib-edr-ipoib): one TCP stream moves 20 Gbit/s (open-mpi/ompi#9087), far below the
   // 100 Gbit/s port. The pcie-4gpu node's one ring leaves each node from one rank, so a 1 GiB
