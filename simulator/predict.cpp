@@ -68,7 +68,7 @@ class Breakdown : public StepObserver {
 };
 
 struct Means {
-  double step = 0, backward_end = 0, communication = 0, exposed = 0;
+  double step = 0, backward_end = 0, communication = 0, exposed = 0, after_backward = 0;
   EfficiencyLoss loss;  // without stragglers and other
   int groups = 0;
 };
@@ -99,7 +99,7 @@ Means summarize(const Breakdown& b) {
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     const Time w0 = st.backward_end;
     const Time w1 = comm_end;
-    m.exposed += to_seconds(w1 - w0);
+    m.after_backward += to_seconds(w1 - w0);
     Time covered = 0;
     std::vector<const Span*> running;
     for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
@@ -127,12 +127,14 @@ Means summarize(const Breakdown& b) {
       }
     }
     m.loss.fusion_or_bucket_waiting += to_seconds(std::max<Time>(0, (w1 - w0) - covered));
+    m.exposed += to_seconds(covered);
   }
   const double n = std::max<double>(1, static_cast<double>(steps.size()));
   m.step /= n;
   m.backward_end /= n;
   m.communication /= n;
   m.exposed /= n;
+  m.after_backward /= n;
   m.groups = static_cast<int>(std::lround(m.groups / n));
   for (double* v : {&m.loss.exposed_bandwidth, &m.loss.latency_and_small_messages,
                     &m.loss.fusion_or_bucket_waiting, &m.loss.parameter_server_bottleneck,
@@ -396,6 +398,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   p.update_s = setup.compute.update.value();
   p.communication_s = m.communication;
   p.exposed_communication_s = m.exposed;
+  p.after_backward_s = m.after_backward;
   p.loss = m.loss;
   p.loss.stragglers = m.backward_end - single_backward_end - p.loss.communication_on_compute;
   if (std::abs(p.loss.stragglers) < 1e-12) p.loss.stragglers = 0;  // rounding of the subtraction
@@ -467,9 +470,16 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
       waits = fmt::format(" (every exchange waits for the whole backward pass: {})",
                           *setup.resolved.after_backward);
     }
-    p.why.push_back(
-        fmt::format("communication: {} per step, {} of it exposed after the last backward{}",
-                    ms(p.communication_s), ms(p.exposed_communication_s), waits));
+    // Time after the backward pass with nothing in flight (Horovod's cycle, a bucket not yet
+    // full) is waiting, not communication.
+    const double idle = p.after_backward_s - p.exposed_communication_s;
+    p.why.push_back(fmt::format(
+        "communication: {} per step, {} of it exposed after the last backward{}{}",
+        ms(p.communication_s), ms(p.exposed_communication_s),
+        idle > 0.5e-6
+            ? fmt::format(", where the step also waits {} with nothing in flight", ms(idle))
+            : "",
+        waits));
     if (!p.bottleneck.empty()) {
       p.why.push_back(fmt::format("largest collective: {} {}{} in {}; its longest phase is {}",
                                   format_bytes(Bytes(p.largest_collective_bytes)),
@@ -558,6 +568,7 @@ nlohmann::json to_json(const Prediction& p) {
   j["compute_s"] = {{"forward", p.forward_s}, {"backward", p.backward_s}, {"update", p.update_s}};
   j["communication_s"] = p.communication_s;
   j["exposed_communication_s"] = p.exposed_communication_s;
+  j["after_backward_s"] = p.after_backward_s;
   j["collectives_per_step"] = p.groups;
   j["gradient_bytes"] = p.gradient_bytes;
   j["memory_per_gpu_bytes"] = p.memory.total().value();
@@ -612,8 +623,10 @@ std::string to_table(const Prediction& p) {
                    pct(p.scaling_efficiency), ms(p.single_gpu_step_s));
   o << fmt::format("  {:<34} forward {}, backward {}, update {}\n", "compute per GPU",
                    ms(p.forward_s), ms(p.backward_s), ms(p.update_s));
-  o << fmt::format("  {:<34} {} ({} exposed)\n", "communication", ms(p.communication_s),
-                   ms(p.exposed_communication_s));
+  const double idle = p.after_backward_s - p.exposed_communication_s;
+  o << fmt::format("  {:<34} {} ({} exposed{})\n", "communication", ms(p.communication_s),
+                   ms(p.exposed_communication_s),
+                   idle > 0.5e-6 ? fmt::format(", {} waiting after backward", ms(idle)) : "");
   o << fmt::format("  {:<34} {} of {} ({})\n", "memory per GPU", format_bytes(p.memory.total()),
                    format_bytes(Bytes(p.memory_capacity_bytes)),
                    p.fits_in_memory ? "fits" : "does not fit");

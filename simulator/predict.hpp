@@ -87,7 +87,10 @@ struct Prediction {
   double throughput = 0;  // samples/s
   double scaling_efficiency = 0;
   double forward_s = 0, backward_s = 0, update_s = 0;
-  double communication_s = 0, exposed_communication_s = 0;
+  double communication_s = 0;
+  // Of it, what runs after the last GPU's backward pass; after_backward_s: from there to the end
+  // of the last activity, idle waits (Horovod's cycle, ...) included.
+  double exposed_communication_s = 0, after_backward_s = 0;
   EfficiencyLoss loss;  // s
   MemoryUse memory;
   double memory_capacity_bytes = 0;
