@@ -58,9 +58,17 @@ void FlowNetwork::activate(Flow f) {
   f.seq = seq_++;
   auto [it, added] = class_index_.try_emplace({f.links, f.cap}, static_cast<int>(classes_.size()));
   if (added) {
-    classes_.emplace_back();
-    classes_.back().links = f.links;
-    classes_.back().cap = f.cap;
+    // A class that has emptied gives its slot (and its heap's storage) to the next new one, so
+    // the classes kept are those with flows, not every route and cap seen in the run.
+    if (!free_classes_.empty()) {
+      it->second = free_classes_.back();
+      free_classes_.pop_back();
+    } else {
+      classes_.emplace_back();
+    }
+    auto& c = classes_[static_cast<std::size_t>(it->second)];
+    c.links = f.links;
+    c.cap = f.cap;
   }
   auto& c = classes_[static_cast<std::size_t>(it->second)];
   if (c.flows.empty()) live_.push_back(it->second);
@@ -112,6 +120,8 @@ void FlowNetwork::update() {
     if (c.flows.empty()) {
       c.served = 0;
       c.rate = 0;
+      class_index_.erase({c.links, c.cap});
+      free_classes_.push_back(k);
     } else {
       live_[kept++] = k;
     }
@@ -120,9 +130,14 @@ void FlowNetwork::update() {
   // Their callbacks run in the order the flows started, before the re-solve: flows they start
   // at this instant join it, so the rates are solved once per instant. A callback may start
   // flows, which may finish at once and call back in turn.
-  std::sort(done.begin(), done.end(), [](const Flow& a, const Flow& b) { return a.seq < b.seq; });
+  // (Sorted by reference: a flow carries its callback, too heavy to move around a sort.)
+  auto& order = finished_order_;
+  order.clear();
+  for (std::size_t i = 0; i < done.size(); ++i) order.emplace_back(done[i].seq, i);
+  std::sort(order.begin(), order.end());
   in_callbacks_ = true;
-  for (auto& f : done) {
+  for (const auto& [seq, i] : order) {
+    auto& f = done[i];
     for (auto* o : observers_) o->on_flow(*f.links, f.bytes, f.start, now);
     f.done();
   }

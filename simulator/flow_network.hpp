@@ -11,6 +11,7 @@
 #include <set>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "hardware/profile.hpp"
@@ -96,14 +97,16 @@ class FlowNetwork {
 
   EventKernel& kernel_;
   std::vector<double> capacity_;
-  std::vector<FlowClass> classes_;  // in order of first appearance
+  std::vector<FlowClass> classes_;  // slots; an emptied one is reused
   std::vector<int> live_;           // the classes with flows, in the order they got them
-  std::unordered_map<ClassKey, int, ClassHash> class_index_;
+  std::unordered_map<ClassKey, int, ClassHash> class_index_;  // the classes with flows
+  std::vector<int> free_classes_;                             // emptied slots, for reuse
   std::size_t active_ = 0;
   std::uint64_t seq_ = 0;
   std::map<Time, std::vector<Flow>> waiting_;  // in their latency, by activation time
   std::vector<std::vector<Flow>> spare_;       // emptied lists of waiting_, kept for their room
   std::vector<Flow> finished_;
+  std::vector<std::pair<std::uint64_t, std::size_t>> finished_order_;  // (seq, index in finished_)
   std::set<std::vector<int>> routes_;
   Time last_ = 0;
   std::uint64_t generation_ = 0;  // completion events of an older solution are stale
