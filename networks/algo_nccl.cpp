@@ -104,9 +104,9 @@ class Nccl : public CollectiveAlgorithm {
       if (!next || e.time < next->time) next = &e;
     }
     c.why = fmt::format(
-        "NCCL {} tuner: {}/{} ({}{} channels{}); graph: {}{}{}", comm.library->tuner.version,
-        b.algorithm, b.protocol, forced_.empty() ? "" : "algorithm forced, ",
-        choice.launched_channels,
+        "NCCL {} tuner: {}/{} ({}{} channels, {:.1f} us by its model{}); graph: {}{}{}",
+        comm.library->tuner.version, b.algorithm, b.protocol,
+        forced_.empty() ? "" : "algorithm forced, ", choice.launched_channels, b.time * 1e6,
         next ? fmt::format(", next {}/{} {:.1f} us", next->algorithm, next->protocol,
                            next->time * 1e6)
              : "",
