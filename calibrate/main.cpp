@@ -208,12 +208,14 @@ void add_fit(CLI::App& app, const std::string& command) {
     std::vector<cal::Results> all;
     for (const auto& f : opt->files) all.push_back(cal::read_results(f));
     const auto fitted = cal::fit_profile(all, po);
+    // The layer table the profile names, beside it, put in place first: a profile never names
+    // a file that is not there, and neither appears if the other cannot be written.
+    std::vector<std::pair<std::string, std::string>> files;
     if (!fitted.layers_json.empty()) {
-      // The layer table the profile names, beside it, first: a profile never names a file that
-      // is not there.
-      dlsim::write_output((out.parent_path() / fitted.layers_file).string(), fitted.layers_json);
+      files.emplace_back((out.parent_path() / fitted.layers_file).string(), fitted.layers_json);
     }
-    dlsim::write_output(opt->out, fitted.yaml);
+    files.emplace_back(opt->out, fitted.yaml);
+    dlsim::write_outputs(files);
     for (const auto& w : fitted.warnings) std::cerr << "dlcalibrate: warning: " << w << "\n";
     for (const auto& r : fitted.report) std::cout << r << "\n";
     if (!fitted.layers_json.empty()) {

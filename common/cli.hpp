@@ -13,6 +13,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.hpp"
@@ -81,6 +82,26 @@ inline std::map<std::string, std::string> parse_model_sets(const std::vector<std
   return out;
 }
 
+// An error message as one printable line: a newline, tab or other control byte the input
+// carried into it (a key with an escaped newline, a binary file) is written as \n, \t or \xHH.
+inline std::string one_line(std::string_view message) {
+  std::string out;
+  out.reserve(message.size());
+  for (const char ch : message) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 // Parses and runs `app` (its callbacks do the work); 0 when they all finished.
 inline int run_cli(CLI::App& app, int argc, char** argv, const std::string& program) {
   try {
@@ -92,13 +113,14 @@ inline int run_cli(CLI::App& app, int argc, char** argv, const std::string& prog
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << program << ": error: " << e.what() << " (see " << program << " --help)\n";
+    std::cerr << program << ": error: " << one_line(e.what()) << " (see " << program
+              << " --help)\n";
     return 2;
   } catch (const InputError& e) {
-    std::cerr << program << ": error: " << e.what() << "\n";
+    std::cerr << program << ": error: " << one_line(e.what()) << "\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << program << ": internal error: " << e.what() << "\n";
+    std::cerr << program << ": internal error: " << one_line(e.what()) << "\n";
     return 3;
   }
   return 0;

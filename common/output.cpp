@@ -68,20 +68,33 @@ void write_through(const std::string& shown, const fs::path& target, const std::
   if (close_err != 0 && close_err != EINTR) fail_errno(shown, "writing failed", close_err);
 }
 
-// Temporary file beside the target, synced, given `mode`, renamed over the target; the folder
-// is synced too so the rename survives a crash.
-void write_atomically(const std::string& shown, const fs::path& target, const std::string& content,
-                      const struct stat* existing) {
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string tmp = (dir / ("." + target.filename().string() + ".XXXXXX")).string();
+// One output on its way: where it goes and, for a regular file, the temporary file beside it
+// that already holds the content (synced, given its mode), to be renamed over the target.
+struct Pending {
+  enum class Kind { kStdout, kThrough, kAtomic } kind = Kind::kStdout;
+  std::string shown;
+  fs::path target;
+  std::string tmp;
+  const std::string* content = nullptr;
+};
+
+void discard(const Pending& p) {
+  if (!p.tmp.empty()) ::unlink(p.tmp.c_str());
+}
+
+// Writes the temporary file of an atomic output: beside the target, synced, given the replaced
+// file's mode (or a plain creation's).
+void prepare_atomic(Pending& p, const struct stat* existing) {
+  const fs::path dir = p.target.has_parent_path() ? p.target.parent_path() : fs::path(".");
+  std::string tmp = (dir / ("." + p.target.filename().string() + ".XXXXXX")).string();
   const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
-  if (fd < 0) fail_errno(shown, "cannot create a file in " + dir.string(), errno);
+  if (fd < 0) fail_errno(p.shown, "cannot create a file in " + dir.string(), errno);
   auto give_up = [&](const std::string& what, int err) {
     ::close(fd);
     ::unlink(tmp.c_str());
-    fail_errno(shown, what, err);
+    fail_errno(p.shown, what, err);
   };
-  if (int err = write_all(fd, content)) give_up("writing failed", err);
+  if (int err = write_all(fd, *p.content)) give_up("writing failed", err);
   if (::fsync(fd) != 0) give_up("writing failed", errno);
   // mkostemp makes the file 0600; take the replaced file's mode and owner, or what a plain
   // creation under the umask would give.
@@ -94,13 +107,59 @@ void write_atomically(const std::string& shown, const fs::path& target, const st
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    fail_errno(shown, "writing failed", err);
+    fail_errno(p.shown, "writing failed", err);
   }
-  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+  p.tmp = tmp;
+}
+
+// Decides where `path` goes and, for a regular file, writes its temporary file.
+Pending prepare(const std::string& path, const std::string& content) {
+  Pending p;
+  p.shown = path;
+  p.content = &content;
+  if (path.empty() || path == "-") return p;
+  p.target = follow_links(path);
+  struct stat st {};
+  if (::stat(p.target.c_str(), &st) != 0) {
+    if (errno != ENOENT) fail_errno(path, "cannot write there", errno);
+    p.kind = Pending::Kind::kAtomic;
+    prepare_atomic(p, nullptr);
+  } else if (S_ISREG(st.st_mode)) {
+    p.kind = Pending::Kind::kAtomic;
+    prepare_atomic(p, &st);
+  } else if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+    p.kind = Pending::Kind::kThrough;
+  } else if (S_ISDIR(st.st_mode)) {
+    fail_at({path}, "", "is a directory; name a file");
+  } else if (S_ISBLK(st.st_mode)) {
+    fail_at({path}, "", "is a block device; dlsim does not write to disks directly");
+  } else {
+    fail_at({path}, "", "is neither a file, a character device nor a pipe");
+  }
+  return p;
+}
+
+// Puts a prepared output in place: the rename (and the folder synced, so it survives a crash),
+// or the write through to standard output, a device or a pipe.
+void commit(Pending& p) {
+  switch (p.kind) {
+    case Pending::Kind::kStdout:
+      std::cout << *p.content << std::flush;
+      if (!std::cout) fail_at({"standard output"}, "", "writing failed");
+      return;
+    case Pending::Kind::kThrough:
+      write_through(p.shown, p.target, *p.content);
+      return;
+    case Pending::Kind::kAtomic:
+      break;
+  }
+  if (::rename(p.tmp.c_str(), p.target.c_str()) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
-    fail_errno(shown, "cannot move the output into place", err);
+    discard(p);
+    fail_errno(p.shown, "cannot move the output into place", err);
   }
+  p.tmp.clear();
+  const fs::path dir = p.target.has_parent_path() ? p.target.parent_path() : fs::path(".");
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);  // best effort: some file systems refuse fsync on a folder
@@ -128,28 +187,18 @@ void AppendFile::append(const std::string& record) {
 }
 
 void write_output(const std::string& path, const std::string& content) {
-  if (path.empty() || path == "-") {
-    std::cout << content << std::flush;
-    if (!std::cout) fail_at({"standard output"}, "", "writing failed");
-    return;
-  }
-  const fs::path target = follow_links(path);
-  struct stat st {};
-  if (::stat(target.c_str(), &st) != 0) {
-    if (errno != ENOENT) fail_errno(path, "cannot write there", errno);
-    write_atomically(path, target, content, nullptr);
-    return;
-  }
-  if (S_ISREG(st.st_mode)) {
-    write_atomically(path, target, content, &st);
-  } else if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
-    write_through(path, target, content);
-  } else if (S_ISDIR(st.st_mode)) {
-    fail_at({path}, "", "is a directory; name a file");
-  } else if (S_ISBLK(st.st_mode)) {
-    fail_at({path}, "", "is a block device; dlsim does not write to disks directly");
-  } else {
-    fail_at({path}, "", "is neither a file, a character device nor a pipe");
+  write_outputs({{path, content}});
+}
+
+void write_outputs(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::vector<Pending> pending;
+  pending.reserve(files.size());
+  try {
+    for (const auto& [path, content] : files) pending.push_back(prepare(path, content));
+    for (auto& p : pending) commit(p);
+  } catch (...) {
+    for (const auto& p : pending) discard(p);
+    throw;
   }
 }
 

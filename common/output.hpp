@@ -13,10 +13,16 @@
 // no permission) is an InputError naming the path, and no partial file is left behind.
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace dlsim {
 
 void write_output(const std::string& path, const std::string& content);
+
+// Several outputs of one command, (path, content) each: every file is written beside its target
+// before any is put in place, so a failure on one (a missing folder) leaves none of them behind.
+void write_outputs(const std::vector<std::pair<std::string, std::string>>& files);
 
 // A file that grows by whole records (JSON Lines written while measuring): each append() is one
 // write(2) of the complete record on a descriptor opened with O_APPEND, then fdatasync(2), so a

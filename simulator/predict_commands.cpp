@@ -142,9 +142,11 @@ void run_predict(const CommonFlags& f, const std::string& trace_path) {
   } else {
     out = simulator::to_table(p);
   }
-  // Both files are complete before either appears.
-  if (!trace_path.empty()) write_output(trace_path, trace.str());
-  write_output(f.output, out);
+  // Both files are complete before either appears, and neither does if the other cannot.
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!trace_path.empty()) files.emplace_back(trace_path, trace.str());
+  files.emplace_back(f.output, std::move(out));
+  write_outputs(files);
 }
 
 std::string csv_rows(const std::vector<Prediction>& rows) {
@@ -243,8 +245,10 @@ void run_scale(const CommonFlags& f, const std::string& gpus, const std::string&
     spec.series = {perfect, predicted};
     svg = simulator::render_svg(spec);
   }
-  if (!plot_path.empty()) write_output(plot_path, svg);
-  write_output(f.output, out);
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!plot_path.empty()) files.emplace_back(plot_path, std::move(svg));
+  files.emplace_back(f.output, std::move(out));
+  write_outputs(files);
 }
 
 void run_compare(const CommonFlags& f, const std::string& strategies, bool crossover) {

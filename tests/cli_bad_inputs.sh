@@ -164,5 +164,24 @@ expect_failure "--gpus-per-thread: Value 0 not in range" collective --gpus 8 --g
 expect_failure "--mode: unknown tf-replicated mode 'nccl2' (nccl, copy)" predict --model resnet50 --gpus 4 --framework tf-replicated --mode nccl2
 expect_failure "--ps-servers: does not apply to framework 'tf-replicated copy'" predict --model resnet50 --gpus 4 --framework tf-replicated --mode copy --ps-servers 2
 
+# Outputs of one command appear together or not at all: an output that cannot be written (a
+# missing folder) leaves no trace file or plot behind.
+for cmd in "predict --model resnet50 --gpus 8 --trace $tmp/side.json" \
+  "scale --model resnet50 --gpus 1,2 --engine analytic --plot $tmp/side.json"; do
+  rm -f "$tmp/side.json"
+  # shellcheck disable=SC2086
+  "$dlsim" $cmd -o "$tmp/missing/out.txt" >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+  checked=$((checked + 1))
+  if [ "$rc" -ne 2 ] || [ -e "$tmp/side.json" ] || [ "$(wc -l <"$tmp/stderr")" -ne 1 ]; then
+    echo "FAIL: dlsim $cmd -o missing/out.txt left a file or exited $rc"
+    failures=$((failures + 1))
+  fi
+done
+# A control byte from the input reaches the error line escaped, so the message stays one line.
+mkdir -p "$tmp/ctl"
+printf 'kind: network\nname: ib-edr\nextends: ib-edr\n"swi\\ntch_latency": "0.1us"\n' >"$tmp/ctl/ib-edr.yaml"
+expect_failure "unknown key 'swi\\ntch_latency'" hardware show "$tmp/ctl/ib-edr.yaml"
+
 echo "$((checked - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

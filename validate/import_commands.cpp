@@ -77,10 +77,12 @@ void add_timeline(CLI::App& app) {
   c->callback([o] {
     const auto s = read_timeline(o->file);
     const auto md = timeline_markdown(s);
+    std::vector<std::pair<std::string, std::string>> files;
     if (!o->json.empty()) {
-      dlsim::write_output(o->json, timeline_json(s, std::string("dlvalidate ") + kVersion));
+      files.emplace_back(o->json, timeline_json(s, std::string("dlvalidate ") + kVersion));
     }
-    dlsim::write_output(o->out, md);
+    files.emplace_back(o->out, md);
+    dlsim::write_outputs(files);
   });
 }
 

@@ -86,8 +86,11 @@ void add_published(CLI::App& app, const std::string& command) {
     const auto md = val::report_markdown(all, summary, files, figures, context);
     const auto html =
         o->html.empty() ? std::string() : val::report_html(all, summary, files, figures, context);
+    // Every file of the report is written before any is put in place: a failure on one leaves
+    // none of them behind.
+    std::vector<std::pair<std::string, std::string>> outputs;
     if (!o->json.empty()) {
-      dlsim::write_output(o->json, val::report_json(all, summary, curves, context));
+      outputs.emplace_back(o->json, val::report_json(all, summary, curves, context));
     }
     if (!o->svg_dir.empty()) {
       std::error_code ec;
@@ -95,11 +98,12 @@ void add_published(CLI::App& app, const std::string& command) {
       if (ec)
         dlsim::fail_at({o->svg_dir}, "--svg-dir", "cannot create the folder: " + ec.message());
       for (const auto& f : figures) {
-        dlsim::write_output((std::filesystem::path(o->svg_dir) / f.file).string(), f.svg);
+        outputs.emplace_back((std::filesystem::path(o->svg_dir) / f.file).string(), f.svg);
       }
     }
-    if (!o->html.empty()) dlsim::write_output(o->html, html);
-    dlsim::write_output(o->out, md);
+    if (!o->html.empty()) outputs.emplace_back(o->html, html);
+    outputs.emplace_back(o->out, md);
+    dlsim::write_outputs(outputs);
     for (const auto& s : summary) {
       std::cerr << fmt::format(
           "dlvalidate: {}: {} comparisons, median |error| {:.1f} %, P90 "

@@ -82,8 +82,10 @@ void add_replay_command(CLI::App& app, const std::string& command) {
       comm->abort(2);
     }
     if (comm->rank() != 0) return;
-    if (!o.json.empty()) write_output(o.json, replay_json(m));
-    if (!o.csv.empty()) write_output(o.csv, replay_csv(m));
+    std::vector<std::pair<std::string, std::string>> files;
+    if (!o.json.empty()) files.emplace_back(o.json, replay_json(m));
+    if (!o.csv.empty()) files.emplace_back(o.csv, replay_csv(m));
+    write_outputs(files);
     std::cerr << fmt::format(
         "dlvalidate: replay {} on {} rank(s), {} node(s), batch {} per rank, {} {}: step {:.4f} s "
         "median ({:.4f}-{:.4f} s over {} steps), {:.2f} samples/s\n",
