@@ -124,6 +124,8 @@ tf=$root/validate/cases/tfbench2017.yaml
 expect_failure "missing_columns/throughput.csv: value: missing column" \
   --data "$fx/missing_columns/throughput.csv" --cases "$fx/no_match.yaml"
 expect_failure "cut_row.csv:2: 4 fields where the header has 19" --data "$fx/cut_row.csv" --cases "$tf"
+expect_failure "zero_value/throughput.csv:2: value: '0' is not a positive measurement" \
+  --data "$fx/zero_value/throughput.csv" --cases "$tf"
 expect_failure "matches no row of" --data "$tp" --cases "$fx/no_match.yaml"
 expect_failure "unknown key 'framwork'; did you mean 'framework'" --data "$tp" --cases "$fx/typo.yaml"
 expect_failure "no --data file named 'throughput'" --data "$root/validate/data/scaling_claims.csv" \

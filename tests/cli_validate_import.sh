@@ -70,6 +70,8 @@ expect_failure "--nodes: 8 GPUs" \
   import --nodes 3 "$logs/tf_cnn_benchmarks_replicated_8gpu.log" "${out[@]}"
 expect_failure "--format" import --format caffe "$logs/tf_cnn_benchmarks_1gpu.log" "${out[@]}"
 expect_failure "none.log: cannot open the file" import "$logs/none.log" "${out[@]}"
+expect_failure "tf_cnn_benchmarks_zero_total.log:39: total images/sec: '0' is not a positive rate" \
+  import "$logs/tf_cnn_benchmarks_zero_total.log" "${out[@]}"
 
 tl=(-o "$tmp/bad/t.md" --json "$tmp/bad/t.json")
 expect_failure "timeline_truncated.json:8: the record that starts on this line is cut" \

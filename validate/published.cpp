@@ -66,6 +66,17 @@ double number(const Table& t, std::size_t i, const std::string& column) {
   fail_at({t.path, t.lines[i]}, column, fmt::format("'{}' is not a number", text));
 }
 
+// A measured value of a row: a positive, finite number (errors are relative to it, and the
+// plots take its logarithm).
+double measurement(const Table& t, std::size_t i, const std::string& column) {
+  const double v = number(t, i, column);
+  if (!(v > 0) || !std::isfinite(v)) {
+    fail_at({t.path, t.lines[i]}, column,
+            fmt::format("'{}' is not a positive measurement", t.rows[i].at(column)));
+  }
+  return v;
+}
+
 // Nearest-rank percentile of sorted values (q in (0, 1]).
 double percentile(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) return 0;
@@ -386,7 +397,7 @@ std::vector<Comparison> compare(const std::vector<Table>& tables, const CaseFile
         }
       }
       if (!anchor_row) fail_at({file.path}, where, "its anchor matches none of its rows");
-      anchor_value = number(*t, *anchor_row, "value");
+      anchor_value = measurement(*t, *anchor_row, "value");
       if (anchor_gpus == 1) {
         anchor = anchor_value;
       } else if (efficiency) {
@@ -410,7 +421,7 @@ std::vector<Comparison> compare(const std::vector<Table>& tables, const CaseFile
       k.model = model_of(i);
       k.batch = batch_of(i);
       k.gpus = gpus;
-      k.measured = number(*t, i, "value");
+      k.measured = measurement(*t, i, "value");
       k.predicted = predict(k.model, gpus, k.batch, anchor);
       k.unit = efficiency ? "%" : "samples/s";
       k.error = (k.predicted - k.measured) / k.measured;

@@ -134,6 +134,15 @@ double number_at(const std::string& text, const std::string& path, int line,
   return *v;
 }
 
+// A throughput the log reports: a positive number (a rate of 0 or below is a broken log line,
+// and a report could not divide by it).
+double rate_at(const std::string& text, const std::string& path, int line,
+               const std::string& field) {
+  const double v = number_at(text, path, line, field);
+  if (!(v > 0)) fail_at({path, line}, field, fmt::format("'{}' is not a positive rate", text));
+  return v;
+}
+
 // "where the log ends" for a missing total line.
 std::string log_end(const std::vector<LogLine>& lines, const std::vector<StepValue>& steps,
                     const char* step_word) {
@@ -253,7 +262,7 @@ Measurement read_tf_cnn_benchmarks(const std::string& path, const std::vector<Lo
       }
       h.set("per device", s[1].str(), l.line);
     } else if (const auto total = after(t, "total images/sec:")) {
-      totals.push_back({number_at(*total, path, l.line, "total images/sec"), l.rank, l.line});
+      totals.push_back({rate_at(*total, path, l.line, "total images/sec"), l.rank, l.line});
     } else if (is_tf_step(t)) {
       if (!std::regex_match(t, s, tf_step_line())) {
         fail_at({path, l.line}, "",
@@ -262,7 +271,7 @@ Measurement read_tf_cnn_benchmarks(const std::string& path, const std::vector<Lo
       StepValue sv;
       sv.rank = l.rank;
       sv.step = calibrate::log_count(s[1].str(), {path, l.line}, "step");
-      sv.rate = number_at(s[2].str(), path, l.line, "images/sec");
+      sv.rate = rate_at(s[2].str(), path, l.line, "images/sec");
       if (s[3].matched) sv.spread = number_at(s[3].str(), path, l.line, "images/sec +/-");
       if (s[4].matched) number_at(s[4].str(), path, l.line, "jitter");
       if (s[5].matched) {
@@ -479,7 +488,7 @@ Measurement read_horovod(const std::string& path, const std::vector<LogLine>& li
       StepValue sv;
       sv.rank = l.rank;
       sv.step = calibrate::log_count(s[1].str(), {path, l.line}, "step");
-      sv.rate = number_at(s[2].str(), path, l.line, "img/sec");
+      sv.rate = rate_at(s[2].str(), path, l.line, "img/sec");
       sv.line = l.line;
       m.steps.push_back(sv);
     } else if (t.starts_with("Img/sec per ")) {
@@ -498,7 +507,7 @@ Measurement read_horovod(const std::string& path, const std::vector<LogLine>& li
                             total_lines.front()));
       }
       h.set("Total img/sec on", s[1].str(), l.line);
-      m.total = number_at(s[3].str(), path, l.line, "Total img/sec");
+      m.total = rate_at(s[3].str(), path, l.line, "Total img/sec");
       m.spread = number_at(s[4].str(), path, l.line, "Total img/sec +-");
       total_lines.push_back(l.line);
     }
