@@ -411,6 +411,7 @@ std::string import_nccl_topo(const std::string& path, const NcclTopoOptions& opt
   const fs::path out_dir = fs::absolute(out).parent_path();
   const Reader r{path};
 
+  refuse_directory(path, "");
   std::ifstream in(path);
   if (!in) fail_at({path}, "", "cannot open the file");
   pt::ptree doc;

@@ -59,6 +59,7 @@ bool is_library_noise(std::string_view text) {
 }
 
 LogText read_log_text(const std::string& path, const std::string& what) {
+  refuse_directory(path, "");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail_at({path}, "", "cannot open " + what);
   std::ostringstream buf;

@@ -28,16 +28,56 @@ ConfigNode::ConfigNode(YAML::Node node, std::shared_ptr<const std::string> file,
       path_(std::move(path)),
       used_(std::make_shared<std::set<std::string>>()) {}
 
+namespace {
+
+// YAML gives a mapping's second copy of a key no meaning, and yaml-cpp keeps both and reads the
+// first: a value set twice ("nodes: 16" and, further down, "nodes: 8") would be used without the
+// second ever being read or checked. Every mapping of the file is checked once, at load.
+void refuse_duplicate_keys(const YAML::Node& node, const std::string& file) {
+  if (node.IsSequence()) {
+    for (const auto& item : node) refuse_duplicate_keys(item, file);
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::vector<std::pair<std::string_view, const YAML::Node*>> keys;
+  std::vector<YAML::Node> key_nodes, values;
+  for (const auto& kv : node) {
+    key_nodes.push_back(kv.first);
+    values.push_back(kv.second);
+  }
+  for (const auto& k : key_nodes) {
+    if (k.IsScalar()) keys.emplace_back(k.Scalar(), &k);
+  }
+  // Mappings are small (tens of keys): pairwise is cheaper than building a set.
+  for (std::size_t i = 1; i < keys.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (keys[i].first == keys[j].first) {
+        const auto first = keys[j].second->Mark();
+        const auto again = keys[i].second->Mark();
+        fail_at({file, again.line + 1, again.column + 1}, fmt::format("'{}'", keys[i].first),
+                fmt::format("given twice in one mapping (first at line {})", first.line + 1));
+      }
+    }
+  }
+  for (const auto& v : values) refuse_duplicate_keys(v, file);
+}
+
+}  // namespace
+
 ConfigNode ConfigNode::load_string(const std::string& text, const std::string& name) {
   auto file = std::make_shared<const std::string>(name);
+  YAML::Node root;
   try {
-    return ConfigNode(YAML::Load(text), file);
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     fail_at({name, e.mark.line + 1, e.mark.column + 1}, "", "malformed YAML: " + e.msg);
   }
+  refuse_duplicate_keys(root, name);
+  return ConfigNode(root, file);
 }
 
 ConfigNode ConfigNode::load_file(const std::string& file) {
+  refuse_directory(file, "");
   std::ifstream in(file);
   if (!in) fail_at({file}, "", "cannot open file");
   std::stringstream text;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <filesystem>
 
 namespace dlsim {
 
@@ -69,6 +70,13 @@ std::string did_you_mean(std::string_view name, const std::vector<std::string>& 
     s += "'" + near[i] + "'";
   }
   return s + "?";
+}
+
+void refuse_directory(const std::string& path, std::string_view field) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    fail_at({path}, field, "is a directory, not a file");
+  }
 }
 
 }  // namespace dlsim

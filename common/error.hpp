@@ -28,6 +28,11 @@ class InputError : public std::runtime_error {
 [[noreturn]] void fail_at(const SourceLocation& where, std::string_view field,
                           std::string_view problem);
 
+// An InputError naming `path` (and `field`, if any) when it is a directory: an input file must be
+// a file. (A directory opens as a stream and reads as empty, which would be reported as an
+// empty or malformed file.)
+void refuse_directory(const std::string& path, std::string_view field = "");
+
 // Up to `max` candidates closest to `name` by edit distance (and prefix match), best first.
 std::vector<std::string> nearest_names(std::string_view name, const std::vector<std::string>& known,
                                        std::size_t max = 3);

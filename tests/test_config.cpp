@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+#include <filesystem>
 
 #include "common/config.hpp"
 
@@ -35,6 +36,24 @@ TEST_CASE("malformed_yaml_is_an_input_error_with_a_line") {
                        doctest::Contains("bad.yaml:"), InputError);
   CHECK_THROWS_WITH_AS(ConfigNode::load_file("/nonexistent/x.yaml"),
                        "/nonexistent/x.yaml: cannot open file", InputError);
+}
+
+TEST_CASE("a_key_given_twice_in_one_mapping_is_an_error_at_its_second_place") {
+  // yaml-cpp keeps both and reads the first: the second value would never be read or checked.
+  CHECK_THROWS_WITH_AS(ConfigNode::load_string("nodes: 16\nname: c\nnodes: 8\n", "c.yaml"),
+                       "c.yaml:3:1: 'nodes': given twice in one mapping (first at line 1)",
+                       InputError);
+  CHECK_THROWS_WITH_AS(
+      ConfigNode::load_string("layers:\n  - {name: a, out: 64, out: -5}\n", "m.yaml"),
+      "m.yaml:2:24: 'out': given twice in one mapping (first at line 2)", InputError);
+  // The same key in different mappings is fine.
+  CHECK_NOTHROW(ConfigNode::load_string("a: {x: 1}\nb: {x: 2}\n", "ok.yaml"));
+}
+
+TEST_CASE("a_directory_is_not_a_file") {
+  const auto dir = std::filesystem::temp_directory_path().string();
+  CHECK_THROWS_WITH_AS(ConfigNode::load_file(dir), doctest::Contains("is a directory, not a file"),
+                       InputError);
 }
 
 TEST_CASE("parameter_references_resolve_through_scopes") {
