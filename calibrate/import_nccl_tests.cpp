@@ -612,6 +612,14 @@ struct TextReader {
           finish_table(true);
           continue;
         }
+        // A row of the table's width whose size is not a whole number ("-512", "5x2") is a
+        // garbled row, not the end of the table: ending there would drop the rows after it.
+        if (tokens.size() >= table->count && !tokens[0].empty() &&
+            (std::isdigit(static_cast<unsigned char>(tokens[0][0])) || tokens[0][0] == '-' ||
+             tokens[0][0] == '+')) {
+          fail_at(at(line.number), "size",
+                  fmt::format("'{}' is not a whole number of bytes", tokens[0]));
+        }
         if (l.find("Out of bounds values") != std::string::npos || l == "#" || l.empty()) {
           continue;
         }

@@ -437,6 +437,14 @@ struct OsuReader {
         row(line, tokens, i + 1 == log.lines.size());
         continue;
       }
+      // A row whose size is not a whole number ("5x12", "-512") but whose next column is a
+      // measurement: a garbled row, which would otherwise be skipped without a word.
+      if (run && tokens.size() >= 2 &&
+          (std::isdigit(static_cast<unsigned char>(tokens[0][0])) || tokens[0][0] == '-' ||
+           tokens[0][0] == '+') &&
+          parse_number(tokens[1])) {
+        fail_at(where, "size", fmt::format("'{}' is not a whole number of bytes", tokens[0]));
+      }
       if (auto launch = launcher_in(l, where)) {
         // The next run's launcher: the current run, if any, has ended.
         if (run && run->rows > 0) finish();

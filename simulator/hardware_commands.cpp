@@ -82,6 +82,10 @@ std::vector<Bytes> parse_sizes(const std::string& text) {
   auto size = [&](const std::string& s) {
     const Bytes b = parse_flag(s, "--bytes", parse_bytes);
     if (!(b.value() > 0)) fail_at({}, "--bytes", fmt::format("'{}': a size must be positive", s));
+    // Sizes are whole bytes (rounded, as the sweep's are); one that rounds to none is no size.
+    if (std::round(b.value()) < 1) {
+      fail_at({}, "--bytes", fmt::format("'{}': a size must be at least 1 byte", s));
+    }
     return b;
   };
   if (parts.size() == 1) return {size(parts[0])};

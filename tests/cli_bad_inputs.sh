@@ -141,6 +141,7 @@ expect_failure "--gpus: must be in 2..1048576, got 1" scale --model resnet50 --g
 expect_failure "--strategy: an empty name in the list" compare --model resnet50 --gpus 8 --strategy ring,,ps
 expect_failure "--bytes: '0B': a size must be positive" collective --gpus 8 --bytes 0B
 expect_failure "--bytes: '-1MiB' is negative" collective --gpus 8 --bytes -1MiB
+expect_failure "--bytes: '0.4B': a size must be at least 1 byte" collective --gpus 8 --bytes 0.4B:1KiB
 expect_failure "--bytes: MAX is smaller than MIN" collective --gpus 8 --bytes 1MiB:1KiB
 expect_failure "--bytes: step 'x1' must be xF with F > 1" collective --gpus 8 --bytes 1MiB:1GiB:x1
 expect_failure "--bytes: step 'xnan' must be xF with F > 1" collective --gpus 8 --bytes 1MiB:1GiB:xnan
