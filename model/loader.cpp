@@ -285,12 +285,16 @@ LayerGraph load_yaml_model(const ConfigNode& file_root, const ParamOverrides& ov
     model_scope->set(key, YAML::Node(value));
   }
 
+  // The file's own keys are checked before its layers are built: a misspelt 'params' would
+  // otherwise surface as an unknown parameter deep in a layer.
+  const auto blocks = root.maybe_child("blocks");
+  const auto layers = root.child("layers");
+  root.finish({"name", "description", "source", "params", "blocks", "layers"});
   try {
     Loader loader(graph, model_scope);
-    if (auto blocks = root.maybe_child("blocks")) loader.read_blocks(*blocks);
+    if (blocks) loader.read_blocks(*blocks);
     Scope& top = loader.scopes.emplace_back();
-    loader.instantiate(root.child("layers"), top, false);
-    root.finish();
+    loader.instantiate(layers, top, false);
     loader.resolve();
     graph.finalize();
   } catch (const InputError& e) {

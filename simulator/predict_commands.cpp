@@ -179,7 +179,10 @@ std::vector<int> parse_gpu_list(const std::string& text) {
       if (f.size() < 2 || f[0] != 'x') {
         fail_at({}, "--gpus", fmt::format("expected MIN:MAX or MIN:MAX:xF, got '{}'", item));
       }
-      factor = parse_int_flag(f.substr(1), "--gpus", 2, kMaxRanks);
+      factor = parse_int_flag(f.substr(1), "--gpus", 1, kMaxRanks);
+      if (factor < 2) {
+        fail_at({}, "--gpus", fmt::format("step '{}' must be xF with F >= 2 (e.g. x2)", f));
+      }
     }
     if (lo > hi) fail_at({}, "--gpus", fmt::format("range '{}' runs backwards", item));
     for (long long g = lo; g <= hi; g *= factor) out.push_back(static_cast<int>(g));

@@ -137,7 +137,7 @@ expect_failure "--gpus: expected an integer, got ''" scale --model resnet50 --gp
 expect_failure "--gpus: expected a list such as 1,2,4,8" scale --model resnet50 --gpus ""
 expect_failure "--gpus: range '8:2' runs backwards" scale --model resnet50 --gpus 8:2
 expect_failure "--gpus: expected MIN:MAX or MIN:MAX:xF, got '1:8:2'" scale --model resnet50 --gpus 1:8:2
-expect_failure "--gpus: must be in 2..1048576, got 1" scale --model resnet50 --gpus 1:8:x1
+expect_failure "--gpus: step 'x1' must be xF with F >= 2 (e.g. x2)" scale --model resnet50 --gpus 1:8:x1
 expect_failure "--strategy: an empty name in the list" compare --model resnet50 --gpus 8 --strategy ring,,ps
 expect_failure "--bytes: '0B': a size must be positive" collective --gpus 8 --bytes 0B
 expect_failure "--bytes: '-1MiB' is negative" collective --gpus 8 --bytes -1MiB

@@ -34,6 +34,14 @@ layers:
                        doctest::Contains("missing required key 'layers'"), InputError);
   CHECK_THROWS_WITH_AS(load("name: t\nlayers: []\nextra: 1\n"),
                        doctest::Contains("bad.yaml:3:1: unknown key 'extra'"), InputError);
+  // A misspelt 'params' is named as such, not as the parameter a layer then misses.
+  CHECK_THROWS_WITH_AS(load(R"(name: t
+paramz: {c: 4}
+layers:
+  - {op: input, shape: [3, 8, 8]}
+  - {op: conv2d, out_channels: $c, kernel: 3}
+)"),
+                       "bad.yaml:2:1: unknown key 'paramz'; did you mean 'params'?", InputError);
 }
 
 TEST_CASE("a_missing_field_is_named") {
