@@ -21,6 +21,7 @@
 #include "common/output.hpp"
 #include "common/units.hpp"
 #include "common/version.hpp"
+#include "hardware/loader.hpp"
 
 namespace {
 
@@ -195,6 +196,11 @@ void add_fit(CLI::App& app, const std::string& command) {
       ->required();
   c->callback([opt, command] {
     cal::ProfileOptions po;
+    try {
+      dlsim::hardware::load_cluster(opt->base);  // checked here, so the error names the flag
+    } catch (const dlsim::InputError& e) {
+      dlsim::fail_at({}, "--base", e.what());
+    }
     po.base = opt->base;
     po.min_bytes = dlsim::parse_flag(opt->min_bytes, "--min-bytes", dlsim::parse_bytes).value();
     po.statistic = cal::parse_statistic("--statistic", opt->statistic);
