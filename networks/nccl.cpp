@@ -492,12 +492,15 @@ NcclTopology nccl_search(const Communicator& comm) {
     // NCCL's search keeps, over the speeds it tries from the highest down, the graph with the
     // most bandwidth (channels x speed; search.cc, ncclTopoCompute): a speed a step lower may
     // fit one more channel on every NIC (8 NDR rails of a DGX H100: 8 x 45 GB/s where 48 GB/s
-    // fits 7). Equal totals keep the higher speed.
+    // fits 7). It goes down only while the next speed is more than 0.49 of the best graph's
+    // (`speedArray[speedIndex+1]/graph->bwInter > .49`), so many slow channels never replace a
+    // fast one. Equal totals keep the higher speed.
     double s = quantize(best, speeds);
     std::vector<const Nic*> channel_rail = assign(s);
     for (const auto& speed : speeds) {
       const double v = speed.value();
       if (v >= s * (1 - 1e-9)) continue;
+      if (!(v / s > 0.49)) break;
       const auto c = assign(v);
       if (static_cast<double>(c.size()) * v >
           static_cast<double>(channel_rail.size()) * s * (1 + 1e-9)) {
