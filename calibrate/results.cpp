@@ -241,8 +241,9 @@ Results read_results(const std::string& path, bool tolerate_truncated_tail) {
     if (l.empty()) continue;
     const bool last = i + 1 == lines.size();
     nlohmann::json j;
+    std::string twice;
     try {
-      j = nlohmann::json::parse(l);
+      j = parse_json_checking_keys(l, twice);
     } catch (const nlohmann::json::exception& e) {  // parse errors, numbers out of range
       if (last && !ends_with_newline && tolerate_truncated_tail && header) break;
       fail_at({path, line_no}, "",
@@ -250,6 +251,7 @@ Results read_results(const std::string& path, bool tolerate_truncated_tail) {
                   ? "the last record is cut short (an interrupted run; --resume re-measures it)"
                   : fmt::format("not a JSON record ({})", e.what()));
     }
+    if (!twice.empty()) fail_at({path, line_no}, twice, "given twice in one record");
     // A value of the wrong JSON type anywhere in the record is the record's error, at its line.
     try {
       if (!header) {

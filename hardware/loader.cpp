@@ -9,10 +9,12 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include "common/config.hpp"
 #include "common/hostlist.hpp"
+#include "common/json_text.hpp"
 
 namespace dlsim::hardware {
 namespace {
@@ -230,14 +232,19 @@ std::optional<std::string> table_precision_problem(const std::string& p, const G
 // and updates {elements, tensors, threads, precision, time_s}, times in s. Every problem is an
 // InputError naming the file, the entry and the field.
 void read_layer_table(const std::string& path, GpuSpec& g) {
+  refuse_directory(path);
   std::ifstream in(path);
   if (!in) fail_at({path}, "", "cannot be read (layers.file of the profile)");
+  std::stringstream text;
+  text << in.rdbuf();
   nlohmann::json j;
+  std::string twice;
   try {
-    j = nlohmann::json::parse(in);
+    j = parse_json_checking_keys(text.str(), twice);
   } catch (const nlohmann::json::exception& e) {
     fail_at({path}, "", fmt::format("is not JSON: {}", e.what()));
   }
+  if (!twice.empty()) fail_at({path}, twice, "given twice in one object");
   if (!j.is_object() || j.value("kind", "") != "dlsim-layer-table") {
     fail_at({path}, "kind", "must be dlsim-layer-table");
   }

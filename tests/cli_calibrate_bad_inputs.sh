@@ -46,6 +46,7 @@ expect_failure "nccl_topo_bad_target.xml" -o node.yaml import nccl-topo "$fx/ncc
 expect_failure "format_version: 99 is not the version" -o report.txt show "$fx/results_format_99.jsonl"
 expect_failure "format_version: 99 is not the version" -o p.yaml fit "$fx/results_format_99.jsonl"
 expect_failure "nothing to fit" -o p.yaml fit "$fx/results_one_allreduce.jsonl"
+expect_failure "results_duplicate_key.jsonl:2: ranks: given twice in one record" -o p.yaml fit "$fx/results_duplicate_key.jsonl"
 expect_failure "--base: unknown cluster preset 'nosuch'" -o p.yaml fit --base nosuch "$fx/results_one_allreduce.jsonl"
 expect_failure "--output: the profile must be a .yaml file" -o p.txt fit "$fx/results_one_allreduce.jsonl"
 expect_failure "unknown cluster preset 'defualt'" -o p.yaml fit "$fx/results_one_allreduce.jsonl" --base defualt
