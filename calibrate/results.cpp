@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include "common/collective_op.hpp"
 #include "common/error.hpp"
@@ -32,12 +33,29 @@ double nth(std::vector<double> v, double q) {
 }
 
 template <typename T>
+struct is_list : std::false_type {};
+template <typename E>
+struct is_list<std::vector<E>> : std::true_type {};
+
+template <typename T>
 T get(const nlohmann::json& j, const char* key, const std::string& where) {
   if (!j.contains(key)) fail_at({where}, key, "missing");
   try {
     return j.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {
-    fail_at({where}, key, fmt::format("has the wrong type ({})", j.at(key).type_name()));
+    const auto& v = j.at(key);
+    if constexpr (is_list<T>::value) {
+      // A list: name the element of the wrong type, not the list that holds it.
+      for (std::size_t i = 0; v.is_array() && i < v.size(); ++i) {
+        try {
+          (void)v[i].get<typename T::value_type>();
+        } catch (const nlohmann::json::exception&) {
+          fail_at({where}, fmt::format("{}[{}]", key, i),
+                  fmt::format("has the wrong type ({}: {})", v[i].type_name(), v[i].dump()));
+        }
+      }
+    }
+    fail_at({where}, key, fmt::format("has the wrong type ({})", v.type_name()));
   }
 }
 

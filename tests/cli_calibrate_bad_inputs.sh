@@ -47,6 +47,7 @@ expect_failure "format_version: 99 is not the version" -o report.txt show "$fx/r
 expect_failure "format_version: 99 is not the version" -o p.yaml fit "$fx/results_format_99.jsonl"
 expect_failure "nothing to fit" -o p.yaml fit "$fx/results_one_allreduce.jsonl"
 expect_failure "results_duplicate_key.jsonl:2: ranks: given twice in one record" -o p.yaml fit "$fx/results_duplicate_key.jsonl"
+expect_failure "results_string_sample.jsonl:2: samples_s[1]: has the wrong type (string: \"x\")" -o p.yaml fit "$fx/results_string_sample.jsonl"
 expect_failure "--base: unknown cluster preset 'nosuch'" -o p.yaml fit --base nosuch "$fx/results_one_allreduce.jsonl"
 expect_failure "--output: the profile must be a .yaml file" -o p.txt fit "$fx/results_one_allreduce.jsonl"
 expect_failure "unknown cluster preset 'defualt'" -o p.yaml fit "$fx/results_one_allreduce.jsonl" --base defualt
