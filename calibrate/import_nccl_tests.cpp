@@ -604,6 +604,11 @@ struct TextReader {
             fail_at(at(line.number), "",
                     "truncated: the last row has no end of line (the output was cut short)");
           }
+          if (tokens.size() > table->count) {
+            fail_at(at(line.number), "",
+                    fmt::format("the row has {} columns where the header has {}", tokens.size(),
+                                table->count));
+          }
           rows.push_back({line.number, tokens});
           continue;
         }

@@ -32,6 +32,7 @@ expect_failure "truncated" -o r.jsonl import nccl-tests "$fx/nccl_tests_truncate
 expect_failure "not nccl-tests output" -o r.jsonl import nccl-tests "$fx/osu_latency.txt"
 expect_failure "nccl_tests_garbled_size.txt:23: size: '-512' is not a whole number of bytes" -o r.jsonl import nccl-tests "$fx/nccl_tests_garbled_size.txt"
 expect_failure "osu_latency_garbled_size.txt:14: size: '5x12' is not a whole number of bytes" -o r.jsonl import osu "$fx/osu_latency_garbled_size.txt"
+expect_failure "nccl_tests_extra_column.txt:23: the row has 14 columns where the header has 13" -o r.jsonl import nccl-tests "$fx/nccl_tests_extra_column.txt"
 expect_failure "osu_gather.txt:2: OSU test 'MPI Gather Latency Test' is not imported" -o r.jsonl import osu "$fx/osu_gather.txt"
 expect_failure "nccl_tests_undecided_op.txt:10: cannot tell which collective this table measured (the log names no *_perf binary and its columns fit allgather, alltoall): give --op with one of" -o r.jsonl import nccl-tests "$fx/nccl_tests_undecided_op.txt"
 expect_failure "--op: unknown operation 'allredcue'" -o r.jsonl import nccl-tests "$fx/nccl_tests_undecided_op.txt" --op allredcue
