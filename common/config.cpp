@@ -39,27 +39,23 @@ void refuse_duplicate_keys(const YAML::Node& node, const std::string& file) {
     return;
   }
   if (!node.IsMap()) return;
-  std::vector<std::pair<std::string_view, const YAML::Node*>> keys;
-  std::vector<YAML::Node> key_nodes, values;
-  for (const auto& kv : node) {
-    key_nodes.push_back(kv.first);
-    values.push_back(kv.second);
-  }
-  for (const auto& k : key_nodes) {
-    if (k.IsScalar()) keys.emplace_back(k.Scalar(), &k);
-  }
+  std::vector<std::pair<YAML::Node, YAML::Node>> entries;  // (key, value) in file order
+  for (const auto& kv : node) entries.emplace_back(kv.first, kv.second);
   // Mappings are small (tens of keys): pairwise is cheaper than building a set.
-  for (std::size_t i = 1; i < keys.size(); ++i) {
+  for (std::size_t i = 1; i < entries.size(); ++i) {
+    const auto& again = entries[i].first;
+    if (!again.IsScalar()) continue;
     for (std::size_t j = 0; j < i; ++j) {
-      if (keys[i].first == keys[j].first) {
-        const auto first = keys[j].second->Mark();
-        const auto again = keys[i].second->Mark();
-        fail_at({file, again.line + 1, again.column + 1}, fmt::format("'{}'", keys[i].first),
-                fmt::format("given twice in one mapping (first at line {})", first.line + 1));
+      const auto& first = entries[j].first;
+      if (first.IsScalar() && first.Scalar() == again.Scalar()) {
+        fail_at(
+            {file, again.Mark().line + 1, again.Mark().column + 1},
+            fmt::format("'{}'", again.Scalar()),
+            fmt::format("given twice in one mapping (first at line {})", first.Mark().line + 1));
       }
     }
   }
-  for (const auto& v : values) refuse_duplicate_keys(v, file);
+  for (const auto& [key, value] : entries) refuse_duplicate_keys(value, file);
 }
 
 }  // namespace

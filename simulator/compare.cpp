@@ -203,10 +203,10 @@ Comparison compare(const CompareOptions& options) {
   for (const auto& s : options.schemes) {
     c.results.push_back({s, predict_scheme(options.base, s, inputs)});
   }
-  // One contender per distinct job: `first[k]` is contender k's first result, `schemes[k]` the
-  // scheme that predicts it in the searches, `names[k]` its name.
+  // One contender per distinct job: `first[k]` is contender k's first result (whose scheme
+  // predicts it in the searches), `names[k]` its name.
   std::vector<std::size_t> first;
-  std::vector<std::string> schemes, names;
+  std::vector<std::string> names;
   std::vector<std::size_t> group(c.results.size());
   for (std::size_t i = 0; i < c.results.size(); ++i) {
     std::size_t k = 0;
@@ -215,7 +215,6 @@ Comparison compare(const CompareOptions& options) {
     }
     if (k == first.size()) {
       first.push_back(i);
-      schemes.push_back(c.results[i].scheme);
       names.push_back(c.results[i].scheme);
     } else {
       names[k] += "=" + c.results[i].scheme;
@@ -240,6 +239,8 @@ Comparison compare(const CompareOptions& options) {
     c.why = c.results[c.winner].scheme + " is the only scheme given";
   }
   if (!options.crossover || first.size() < 2) return c;
+  std::vector<std::string> schemes;
+  for (std::size_t i : first) schemes.push_back(c.results[i].scheme);
 
   // The searches run the chosen engine for one step: tens of predictions.
   auto search = options.base;

@@ -67,6 +67,12 @@ class Breakdown : public StepObserver {
   std::vector<Step> steps_;
 };
 
+// Time after the last backward with nothing in flight (Horovod's next cycle, a bucket not yet
+// full): waiting, not communication.
+double idle_after_backward(const Prediction& p) {
+  return p.after_backward_s - p.exposed_communication_s;
+}
+
 struct Means {
   double step = 0, backward_end = 0, communication = 0, exposed = 0, after_backward = 0;
   EfficiencyLoss loss;  // without stragglers and other
@@ -470,9 +476,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
       waits = fmt::format(" (every exchange waits for the whole backward pass: {})",
                           *setup.resolved.after_backward);
     }
-    // Time after the backward pass with nothing in flight (Horovod's cycle, a bucket not yet
-    // full) is waiting, not communication.
-    const double idle = p.after_backward_s - p.exposed_communication_s;
+    const double idle = idle_after_backward(p);
     p.why.push_back(fmt::format(
         "communication: {} per step, {} of it exposed after the last backward{}{}",
         ms(p.communication_s), ms(p.exposed_communication_s),
@@ -623,7 +627,7 @@ std::string to_table(const Prediction& p) {
                    pct(p.scaling_efficiency), ms(p.single_gpu_step_s));
   o << fmt::format("  {:<34} forward {}, backward {}, update {}\n", "compute per GPU",
                    ms(p.forward_s), ms(p.backward_s), ms(p.update_s));
-  const double idle = p.after_backward_s - p.exposed_communication_s;
+  const double idle = idle_after_backward(p);
   o << fmt::format("  {:<34} {} ({} exposed{})\n", "communication", ms(p.communication_s),
                    ms(p.exposed_communication_s),
                    idle > 0.5e-6 ? fmt::format(", {} waiting after backward", ms(idle)) : "");
