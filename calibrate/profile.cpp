@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -186,8 +187,20 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
   std::string host_cpu;     // the CPU model the results name
   std::string host_memory;  // and its memory ("16777216000B"), where recorded
   double host_cores = 0;
+  std::string gpu_sms;  // the GPU's multiprocessors, where a GPU benchmark recorded them
   for (const auto& r : results) {
     ms.insert(ms.end(), r.measurements.begin(), r.measurements.end());
+    if (const auto s = r.provenance.devices.find("gpu_multiprocessors");
+        s != r.provenance.devices.end()) {
+      const auto& v = s->second;
+      if (v.empty() || v.size() > 4 ||
+          !std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isdigit(c) != 0; }) ||
+          std::stoi(v) < 1 || std::stoi(v) > 1024) {
+        fail_at({}, "provenance.devices.gpu_multiprocessors",
+                fmt::format("must be an SM count in 1..1024, got '{}'", v));
+      }
+      gpu_sms = v;
+    }
     if (const auto c = r.provenance.devices.find("cpu"); c != r.provenance.devices.end()) {
       host_cpu = c->second;
     }
@@ -364,6 +377,9 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
       // A GPU: datasheet peak and bandwidth of the base, fitted efficiencies.
       const auto& bg = node.gpu;
       y += fmt::format("    extends: {}\n", q(bg.about.name));
+      // As the CUDA runtime reported it (cudaDeviceProp::multiProcessorCount): the SMs NCCL's
+      // channels take (docs/simulator.md, "NCCL on the compute's SMs").
+      if (!gpu_sms.empty()) y += fmt::format("    sm_count: {}\n", gpu_sms);
       y += "    efficiency:\n";
       y += fmt::format("      source: {}\n", q("dlcalibrate fit of " + files));
       const double peak = bg.peak.at("fp32").value();

@@ -369,6 +369,12 @@ GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
                          g.compute_capability));
     }
   }
+  if (n.has("sm_count")) {
+    const auto c = n.child("sm_count");
+    const auto v = c.as<std::int64_t>();
+    if (v < 1 || v > 1024) c.fail(fmt::format("must be an SM count in 1..1024, got {}", v));
+    g.sm_count = static_cast<int>(v);
+  }
   field(n, "step_jitter", g.step_jitter, inherited, [](const ConfigNode& c) {
     const double v = c.as<double>();
     if (!(v >= 0 && v <= 0.5)) c.fail(fmt::format("must be in [0, 0.5], got {}", v));

@@ -74,6 +74,10 @@ struct GpuSpec {
   // CUDA compute capability x 10 (70 V100, 80 A100, 90 H100); 0 when the profile does not say.
   // NCCL's tuner reads it (which rows of its tables, whether LL128 is safe).
   int compute_capability = 0;
+  // Streaming multiprocessors (datasheet). An NCCL kernel's blocks take whole SMs from the
+  // compute kernels it overlaps (docs/simulator.md, "NCCL on the compute's SMs"); 0 when the
+  // profile does not say, and then no SM is taken.
+  int sm_count = 0;
   // Measured layer and update times (docs/calibrate.md, "Layer tables"); the cost model uses
   // them where a layer's signature, batch and threads match, the roofline elsewhere.
   std::vector<KernelEntry> kernels;

@@ -115,6 +115,7 @@ void print(Printer& p, const GpuSpec& g) {
   p.seconds("kernel_launch", g.kernel_launch);
   p.count("step_jitter", g.step_jitter);
   if (g.compute_capability > 0) p.count("compute_capability", g.compute_capability);
+  if (g.sm_count > 0) p.count("sm_count", g.sm_count);
   if (!g.kernels.empty() || g.threads != 1) p.count("threads", g.threads);
   if (!g.kernels.empty() || !g.updates.empty()) {
     // The tables in summary: every entry is in the profile file.

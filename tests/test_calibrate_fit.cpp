@@ -506,3 +506,22 @@ TEST_CASE("profile: an allreduce through host memory on one node is the node's s
     CHECK(std::string(e.what()).find("--transport shm") != std::string::npos);
   }
 }
+
+TEST_CASE("profile: a gpu's multiprocessors as the cuda runtime reported them become its sm_count") {
+  // The committed H100 calibration (run gpu on one H100 SXM5, 2026-11-22) recorded
+  // cudaDeviceProp::multiProcessorCount, 132, which the H100 whitepaper gives for the SXM5 part.
+  const std::string file = std::string(DLSIM_CALIBRATE_FIXTURES) +
+                           "/../../../hardware/measured/h100-sxm5-2026-11-22/"
+                           "h100-resnet50-fp32.jsonl";
+  auto r = cal::read_results(file);
+  REQUIRE(r.provenance.devices.at("gpu_multiprocessors") == "132");
+  cal::ProfileOptions o;
+  o.name = "h100fit";
+  o.base = "dgx-h100";
+  const auto p = cal::fit_profile({r}, o);
+  CHECK(p.yaml.find("    extends: \"h100-sxm5\"\n    sm_count: 132\n") != std::string::npos);
+  r.provenance.devices["gpu_multiprocessors"] = "0";
+  CHECK_THROWS_WITH_AS(cal::fit_profile({r}, o),
+                       doctest::Contains("gpu_multiprocessors: must be an SM count in 1..1024"),
+                       dlsim::InputError);
+}
