@@ -197,7 +197,11 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
   Time backward_end = at(compute.forward.value() + compute.backward.value());
   observers.emit({SpanKind::kForward, 0, 0, "forward", 0, forward_end});
   const auto& library = setup.cluster->library;
-  const bool host_work = library.cpu_per_call.value() > 0 || library.cpu_per_byte.value() > 0;
+  // Whether communication can take compute from backward: the library's host CPU work, or
+  // NCCL's kernels on the GPU (CollectivePlanner::compute_share); then backward's end is known
+  // only after the collectives.
+  const bool host_work = library.cpu_per_call.value() > 0 || library.cpu_per_byte.value() > 0 ||
+                         (library.nccl() && n > 1 && setup.resolved.strategy != "ps");
   if (!host_work) {
     observers.emit({SpanKind::kBackward, 0, 0, "backward", forward_end, backward_end});
   }
@@ -273,6 +277,18 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
                g.bytes};
         c.latency = to_time(plan.latency.value());
         observers.emit(c);
+        // NCCL's kernel on the compute's SMs: backward, slowed by a share r while the collective
+        // runs, ends L later, L = r (min(end, b + L) - start) (the DES's charges in closed form).
+        const Time running = c.end - to_time(plan.time.value());  // after the cores' wait
+        if (const double r = planner.compute_share(g); r > 0 && running < backward_end) {
+          const double overlap = static_cast<double>(backward_end - running);
+          const double before_end = r < 1 ? r * overlap / (1 - r) : overlap + 1.0;
+          const double lost =
+              r < 1 && static_cast<double>(backward_end) + before_end <= static_cast<double>(c.end)
+                  ? before_end
+                  : r * static_cast<double>(c.end - running);
+          take(static_cast<Time>(std::llround(lost)), "NCCL_KERNEL_ON_COMPUTE");
+        }
         t0 = c.end;
         if (g.copy_out && g.copies_on_compute) {
           copy_out += copy_out_time;  // finalize_backward, after the last collective

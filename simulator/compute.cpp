@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 
@@ -71,15 +72,30 @@ int optimizer_states(Optimizer o) {
   return o == Optimizer::kSgd ? 0 : o == Optimizer::kMomentum ? 1 : 2;
 }
 
+namespace {
+
+// The roofline's two terms, arithmetic and traffic (s).
+std::pair<double, double> roofline_terms(Flops flops, Bytes bytes, FlopRate peak,
+                                         const hardware::EfficiencyCurve& c, Bandwidth memory,
+                                         const hardware::EfficiencyCurve& m) {
+  // F / (P e(F)) with e(F) = e F / (F + h) is (F + h) / (P e): finite for every F > 0.
+  return {flops.value() > 0 ? (flops.value() + c.half) / (peak.value() * c.max) : 0.0,
+          bytes.value() > 0 ? (bytes.value() + m.half) / (memory.value() * m.max) : 0.0};
+}
+
+}  // namespace
+
 Seconds kernel_time(Flops flops, Bytes bytes, FlopRate peak, const hardware::EfficiencyCurve& c,
                     Bandwidth memory, const hardware::EfficiencyCurve& m, Seconds launch) {
   if (flops.value() <= 0 && bytes.value() <= 0) return Seconds(0);
-  // F / (P e(F)) with e(F) = e F / (F + h) is (F + h) / (P e): finite for every F > 0.
-  const double compute =
-      flops.value() > 0 ? (flops.value() + c.half) / (peak.value() * c.max) : 0.0;
-  const double traffic =
-      bytes.value() > 0 ? (bytes.value() + m.half) / (memory.value() * m.max) : 0.0;
+  const auto [compute, traffic] = roofline_terms(flops, bytes, peak, c, memory, m);
   return launch + Seconds(std::max(compute, traffic));
+}
+
+bool memory_bound(Flops flops, Bytes bytes, FlopRate peak, const hardware::EfficiencyCurve& c,
+                  Bandwidth memory, const hardware::EfficiencyCurve& m) {
+  const auto [compute, traffic] = roofline_terms(flops, bytes, peak, c, memory, m);
+  return traffic > compute;
 }
 
 namespace {
@@ -151,6 +167,24 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
     return kernel_time(f, b, gemm ? gemm_peak : vector_peak, is_conv(l.op) ? gpu.conv : gpu.gemm,
                        gpu.memory_bandwidth, gpu.memory, gpu.kernel_launch);
   };
+  // A layer's backward kernels (input gradient, weight gradient; their traffic split by FLOP
+  // share): each one's roofline time and whether it is memory-bound.
+  auto backward_kernels = [&](const model::LayerStats& l) {
+    const Bytes traffic = l.backward_read_bytes + l.backward_write_bytes;
+    const double total = l.backward_flops().value();
+    const double wshare = total > 0 ? l.backward_weight_flops.value() / total : 0.0;
+    const bool gemm = l.forward_macs > 0;
+    std::array<std::pair<Seconds, bool>, 2> k;
+    const std::array<std::pair<Flops, Bytes>, 2> work = {
+        std::pair{l.backward_input_flops, traffic * (1 - wshare)},
+        std::pair{l.backward_weight_flops, traffic * wshare}};
+    for (std::size_t i = 0; i < 2; ++i) {
+      k[i] = {time(l, work[i].first, work[i].second),
+              memory_bound(work[i].first, work[i].second, gemm ? gemm_peak : vector_peak,
+                           is_conv(l.op) ? gpu.conv : gpu.gemm, gpu.memory_bandwidth, gpu.memory)};
+    }
+    return k;
+  };
 
   ComputeProfile p;
   std::map<model::LayerGraph::Vertex, std::size_t> index;
@@ -165,21 +199,27 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
     if (l.op != "input") ++p.layers_with_work;
     // A layer table's step feeds its data without a kernel (run torch measures no input layer).
     if (tables && l.op == "input") continue;
+    // Input and weight gradients are separate kernels.
+    const auto kernels = backward_kernels(l);
+    Seconds roofline, memory_side;
+    for (const auto& [d, bound] : kernels) {
+      roofline += d;
+      if (bound) memory_side += d;
+    }
     if (tables) {
       if (const auto m = measured_layer(gpu, l.signature, stats.batch, options.precision)) {
         t.forward = m->first;
         t.backward = m->second;
         ++p.measured_layers;
+        if (roofline.value() > 0) {
+          p.backward_memory_bound += t.backward * (memory_side.value() / roofline.value());
+        }
         continue;
       }
     }
     t.forward = time(l, l.forward_flops, l.forward_read_bytes + l.forward_write_bytes);
-    // Input and weight gradients are separate kernels; their traffic is split by FLOP share.
-    const Bytes traffic = l.backward_read_bytes + l.backward_write_bytes;
-    const double total = l.backward_flops().value();
-    const double wshare = total > 0 ? l.backward_weight_flops.value() / total : 0.0;
-    t.backward = time(l, l.backward_input_flops, traffic * (1 - wshare)) +
-                 time(l, l.backward_weight_flops, traffic * wshare);
+    t.backward = roofline;
+    p.backward_memory_bound += memory_side;
   }
   // A profile with layer tables predicts the models it measured: one none of whose layers is in
   // the table would silently fall back to the base device's uncalibrated roofline.
@@ -241,6 +281,7 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
     }
     p.forward *= p.scale;
     p.backward *= p.scale;
+    p.backward_memory_bound *= p.scale;
     p.update *= p.scale;
   }
   return p;

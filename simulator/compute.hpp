@@ -40,6 +40,9 @@ int optimizer_states(Optimizer o);  // fp32 values kept per parameter: 0, 1, 2
 // small kernels slower than their share of peak. Zero work costs nothing (a view).
 Seconds kernel_time(Flops flops, Bytes bytes, FlopRate peak, const hardware::EfficiencyCurve& c,
                     Bandwidth memory, const hardware::EfficiencyCurve& m, Seconds launch);
+// Whether the same kernel's traffic term is the larger (the kernel is memory-bound).
+bool memory_bound(Flops flops, Bytes bytes, FlopRate peak, const hardware::EfficiencyCurve& c,
+                  Bandwidth memory, const hardware::EfficiencyCurve& m);
 
 struct LayerTime {
   Seconds forward;
@@ -53,7 +56,11 @@ struct ComputeProfile {
   std::vector<double> gradient_bytes;  // per gradient tensor, backward order, as exchanged
   Seconds forward, backward;           // sums over layers
   Seconds update;                      // optimizer step over every parameter
-  double scale = 1;                    // the anchor's factor applied to every time (1: none)
+  // The part of `backward` in kernels the roofline puts on the memory side (traffic term over
+  // the arithmetic term), measured layers split as their roofline is: what a collective's memory
+  // traffic slows (docs/simulator.md, "NCCL on the compute's SMs").
+  Seconds backward_memory_bound;
+  double scale = 1;  // the anchor's factor applied to every time (1: none)
   // Layers whose times come from the device's measured layer table (hardware::KernelEntry),
   // and whether the update does; the rest is the roofline.
   int measured_layers = 0;

@@ -100,6 +100,7 @@ class DesStep {
     bool backward_done = false;
     Time backward_due = 0;  // when backward ends, host CPU taken by communication included
     std::uint64_t due_generation = 0;
+    Time shared_from = 0;  // charged for the collective in flight up to here (compute_share)
   };
 
   int n() const { return static_cast<int>(gpus_.size()); }
@@ -223,6 +224,16 @@ class DesStep {
 
   void backward_done(int r) {
     auto& g = gpus_[static_cast<std::size_t>(r)];
+    // A collective in flight has slowed this backward pass until now: it ends later (this rank
+    // alone; the others are charged when they end or when the collective does).
+    if (sharing_ > 0) {
+      const Time lost = sharing_lost(g);
+      if (lost > 0) {
+        g.backward_due += lost;
+        schedule_backward_done(r);
+        return;
+      }
+    }
     g.backward_end = kernel_.now();
     g.backward_done = true;
     obs_.emit({SpanKind::kBackward, g.iteration, r, "backward", g.backward_start, g.backward_end});
@@ -304,8 +315,43 @@ class DesStep {
     }
   }
 
+  // NCCL's kernel on the compute's SMs (docs/simulator.md): the compute every rank still in
+  // backward has lost to the collective in flight since the last charge. Whether it lost any.
+  void charge_sharing() {
+    if (sharing_ <= 0) return;
+    const Time now = kernel_.now();
+    const Time lost = to_share(now - shared_from_);
+    bool computing = false;
+    for (int r = 0; r < n(); ++r) {
+      auto& g = gpus_[static_cast<std::size_t>(r)];
+      if (g.backward_done || g.iteration != iteration_) continue;
+      computing = true;
+      const Time own = sharing_lost(g);
+      if (own <= 0) continue;
+      g.backward_due += own;
+      schedule_backward_done(r);
+    }
+    shared_from_ = now;
+    if (!computing || lost <= 0) return;
+    obs_.emit({SpanKind::kHostShare, iteration_, -1, "NCCL_KERNEL_ON_COMPUTE", now, now + lost});
+    stolen_ += lost;
+    if (!fired_.empty()) schedule_checkpoints();
+  }
+  Time to_share(Time overlap) const {
+    return static_cast<Time>(std::llround(static_cast<double>(overlap) * sharing_));
+  }
+  // What rank g has lost since it or the job was last charged; marks it charged up to now.
+  Time sharing_lost(Gpu& g) {
+    const Time now = kernel_.now();
+    const Time lost = to_share(now - std::max(shared_from_, g.shared_from));
+    g.shared_from = now;
+    return lost;
+  }
+
   void run_collective() {
     const Time start = kernel_.now();
+    sharing_ = planner_.compute_share(group_);
+    shared_from_ = start;
     const auto key = group_key(group_);
     // The stream is the job's only traffic: a collective that starts on a quiet network takes
     // exactly the time the same collective took from a quiet start before.
@@ -322,6 +368,8 @@ class DesStep {
   }
 
   void collective_done() {
+    charge_sharing();
+    sharing_ = 0;
     const auto& plan = planner_.plan(group_);
     Span span{SpanKind::kCollective, iteration_,    -1,          collective_name(),
               collective_start_,     kernel_.now(), group_.bytes};
@@ -751,6 +799,8 @@ class DesStep {
   bool busy_ = false;
   CommGroup group_;
   Time collective_start_ = 0;
+  double sharing_ = 0;           // the collective in flight's share of compute (compute_share)
+  Time shared_from_ = 0;         // charged up to here
   networks::Schedule schedule_;  // of the collective in progress
   std::map<GroupKey, Time> measured_;
   // Parameter servers.

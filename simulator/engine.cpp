@@ -56,6 +56,30 @@ Seconds CollectivePlanner::compute_steal(const CommGroup& group) const {
   return Seconds(shared_ * (lib.cpu_per_call.value() + lib.cpu_per_byte.value() * group.bytes));
 }
 
+double CollectivePlanner::compute_share(const CommGroup& group) {
+  const auto& gpu = *setup_.gpu;
+  const auto& compute = setup_.compute;
+  const int n = setup_.comm.size();
+  if (!setup_.cluster->library.nccl() || setup_.resolved.strategy == "ps" || n < 2 ||
+      compute.backward.value() <= 0) {
+    return 0;
+  }
+  const auto& cost = plan(group);
+  if (cost.time.value() <= 0) return 0;
+  // NCCL's blocks do not share an SM with other kernels (they use every register: NVIDIA/nccl
+  // #689), one block per channel.
+  const double sms =
+      gpu.sm_count > 0 ? std::min(1.0, static_cast<double>(cost.channels) / gpu.sm_count) : 0.0;
+  // Each byte on the wire is written to GPU memory and read back, and the user's buffers are
+  // read and written: about 3 x (NVIDIA/nccl#1428); 2 (n - 1) / n bytes a GPU sends per byte
+  // of an allreduce.
+  const double bus_bytes = 2.0 * (n - 1) / n * group.bytes;
+  const double memory = std::min(
+      1.0, kNcclMemoryPerBusByte * bus_bytes / cost.time.value() / gpu.memory_bandwidth.value());
+  const double m = compute.backward_memory_bound.value() / compute.backward.value();
+  return (1 - m) * sms + m * memory;
+}
+
 const networks::CollectiveCost& CollectivePlanner::plan(const CommGroup& group) {
   auto key = group_key(group);
   // One whole tensor on one server: on a cluster of one kind of node every server costs the

@@ -44,6 +44,10 @@ struct StepSetup {
   bool mirror_nodes = true;
 };
 
+// GPU memory traffic of an NCCL kernel per byte it sends: the received copy written and read
+// back, the user's buffers read and written (NVIDIA/nccl#1428, "can be 3x").
+inline constexpr double kNcclMemoryPerBusByte = 3.0;
+
 // Groups with the same size and parameter-server layout cost the same.
 using GroupKey = std::tuple<double, int, std::string>;
 inline GroupKey group_key(const CommGroup& g) {
@@ -84,6 +88,12 @@ class CollectivePlanner {
   // How much later the same collective ends when it starts while its ranks compute on shared
   // cores: shared_cores(setup) x (wait_per_call + wait_per_byte x bytes).
   Seconds core_wait(const CommGroup& group) const;
+  // The share of a GPU's compute that `group`'s NCCL kernel takes while both run
+  // (docs/simulator.md, "NCCL on the compute's SMs"): its channels' SMs from the arithmetic-bound
+  // kernels, and its memory traffic, 3 x the bus bytes over its quiet time, from the
+  // memory-bound ones, weighted by their shares of backward. 0 for a library without GPU
+  // kernels and for parameter servers.
+  double compute_share(const CommGroup& group);
 
  private:
   const StepSetup& setup_;

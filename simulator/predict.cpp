@@ -507,6 +507,18 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
             node0.gpu.threads, node0.host.cores, 100 * shared_fraction,
             lib.cpu_per_call.value() * 1e6, lib.cpu_per_byte.value() * 1e9, lib.about.name));
       }
+      if (cluster.library.nccl() && setup.resolved.strategy != "ps") {
+        const auto& c = setup.compute;
+        what.push_back(fmt::format(
+            "NCCL's kernel takes {} from the arithmetic-bound kernels and {:g} bytes of memory "
+            "traffic per byte it sends from the memory-bound ones, {:.0f} % of backward",
+            node0.gpu.sm_count > 0
+                ? fmt::format("one of the GPU's {} SMs per channel", node0.gpu.sm_count)
+                : std::string("no SM (the GPU profile gives no sm_count)"),
+            kNcclMemoryPerBusByte,
+            c.backward.value() > 0 ? 100 * c.backward_memory_bound.value() / c.backward.value()
+                                   : 0.0));
+      }
       p.why.push_back(
           fmt::format("communication work on compute: backward ends {} later per step ({})",
                       ms(p.loss.communication_on_compute), fmt::join(what, "; ")));

@@ -188,6 +188,8 @@ TEST_CASE("more_network_bandwidth_is_never_slower") {
 TEST_CASE("parameter_server_loses_to_ring_as_workers_per_server_grow") {
   // One server: its NIC takes every node's summed gradient, N M bytes, while a ring moves about
   // 2M per node. The step can be no shorter than N M / B, and the PS/ring ratio falls with N.
+  // While the server's NIC does not bind (8-16 GPUs) both steps are compute and the ratio stays
+  // within 1 % (the ring's NCCL kernels take a little of the compute they overlap).
   double last_ratio = INFINITY;
   for (int gpus : {8, 16, 32, 64}) {
     auto ps = options("resnet50", gpus);
@@ -200,7 +202,7 @@ TEST_CASE("parameter_server_loses_to_ring_as_workers_per_server_grow") {
     const auto c = dlsim::hardware::load_cluster("default");
     const double nic = c.network.port.bandwidth.value() * c.network.transport.efficiency;
     CAPTURE(gpus);
-    CHECK(ratio < last_ratio);
+    CHECK(ratio < last_ratio * (gpus <= 16 ? 1.01 : 1.0));
     CHECK(p.step_time_s >= p.nodes * p.gradient_bytes / nic);
     last_ratio = ratio;
   }
@@ -819,4 +821,94 @@ TEST_CASE("shared_cores_take_the_librarys_host_cpu_time_from_compute_only_withou
               l.parameter_server_bottleneck + l.communication_on_compute + l.stragglers + l.other ==
           doctest::Approx(full.step_time_s - full.single_gpu_step_s).epsilon(1e-9));
   }
+}
+
+namespace {
+
+// A cluster file of 2 default nodes whose V100s have `sms` SMs and a memory 1,000
+// times faster (few kernels memory-bound, an allreduce's traffic a few 1e-5 of it), on NCCL
+// limited to one channel.
+std::string one_channel_on_sms(int sms) {
+  const auto name = fmt::format("dlsim-sm-share-{}", sms);
+  const auto path = std::filesystem::temp_directory_path() / (name + ".yaml");
+  std::ofstream(path) << fmt::format(
+      "kind: cluster\nname: {0}\ndescription: NCCL on {1} SMs (tests)\nsource: tests\n"
+      "extends: default\nnodes: 2\n"
+      "node:\n  extends: iris-v100x4\n"
+      "  gpu: {{extends: v100-sxm2-16gb, step_jitter: 0, sm_count: {1}, "
+      "memory: {{bandwidth: \"900TB/s\"}}}}\n"
+      "library:\n  extends: nccl\n  name: {0}-nccl\n  max_channels: 1\n",
+      name, sms);
+  return path.string();
+}
+
+// Collective spans and the backward pass, from a prediction's trace.
+struct Spans : sim::StepObserver {
+  std::vector<std::pair<sim::Time, sim::Time>> collectives;
+  sim::Time backward_begin = 0, backward_end = 0;
+  void on_span(const sim::Span& s) override {
+    if (s.iteration != 0) return;
+    if (s.kind == sim::SpanKind::kCollective) collectives.emplace_back(s.begin, s.end);
+    if (s.kind == sim::SpanKind::kBackward && s.rank == 0) {
+      backward_begin = s.begin;
+      backward_end = s.end;
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("an_nccl_collective_takes_its_channels_sms_from_the_backward_pass_it_overlaps") {
+  // docs/simulator.md, "NCCL on the compute's SMs": r = (1 - m) c / S + m x (memory share, here
+  // under 1e-4), and backward ends r x (the time collectives overlapped it) later. One channel
+  // of S = 10 and of S = 80 SMs. The analytic engine's charge equals the identity over its own
+  // spans; the DES agrees within 2 %.
+  auto gpu = dlsim::hardware::load_gpu("v100-sxm2-16gb");
+  gpu.memory_bandwidth = dlsim::Bandwidth(900e12);
+  const auto compute = sim::compute_profile(
+      dlsim::model::analyze(dlsim::model::load_model("resnet50"), 32, dlsim::Precision::kFp32), gpu,
+      {});
+  const double m = compute.backward_memory_bound.value() / compute.backward.value();
+  CHECK(m < 0.05);
+  double last_step = 0;
+  for (int sms : {80, 10}) {
+    CAPTURE(sms);
+    auto o = options("resnet50", 8);
+    o.framework = "horovod";
+    o.cluster = one_channel_on_sms(sms);
+    o.engine = sim::Engine::kAnalytic;
+    Spans spans;
+    const auto analytic = sim::predict(o, &spans);
+    REQUIRE(!spans.collectives.empty());
+    double overlapped = 0;
+    for (const auto& [b, e] : spans.collectives) {
+      overlapped += sim::to_seconds(std::max<sim::Time>(
+          0, std::min(e, spans.backward_end) - std::max(b, spans.backward_begin)));
+    }
+    CHECK(overlapped > 0.01);
+    CHECK(analytic.loss.communication_on_compute ==
+          doctest::Approx((1 - m) / sms * overlapped).epsilon(1e-3));
+    CHECK(analytic.step_time_s > last_step);
+    last_step = analytic.step_time_s;
+    o.engine = sim::Engine::kDes;
+    const auto des = sim::predict(o);
+    CHECK(rel(des.loss.communication_on_compute, analytic.loss.communication_on_compute) < 0.02);
+    CHECK(rel(des.step_time_s, analytic.step_time_s) < 0.02);
+  }
+}
+
+TEST_CASE("the_memory_bound_share_of_backward_follows_the_roofline") {
+  // ComputeProfile::backward_memory_bound: the backward kernels whose traffic term is the larger.
+  // ResNet-50 on a V100 has both kinds; a memory a million times faster leaves only kernels
+  // without arithmetic (their launch), and no memory bandwidth at all is not a profile.
+  const auto stats =
+      dlsim::model::analyze(dlsim::model::load_model("resnet50"), 32, dlsim::Precision::kFp32);
+  auto gpu = dlsim::hardware::load_gpu("v100-sxm2-16gb");
+  const auto p = sim::compute_profile(stats, gpu, {});
+  const double m = p.backward_memory_bound.value() / p.backward.value();
+  CHECK(m > 0.05);
+  CHECK(m < 0.5);
+  gpu.memory_bandwidth = dlsim::Bandwidth(gpu.memory_bandwidth.value() * 1e6);
+  const auto fast = sim::compute_profile(stats, gpu, {});
+  CHECK(fast.backward_memory_bound.value() / fast.backward.value() < 0.01);
 }
