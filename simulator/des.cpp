@@ -100,7 +100,7 @@ class DesStep {
     bool backward_done = false;
     Time backward_due = 0;  // when backward ends, host CPU taken by communication included
     std::uint64_t due_generation = 0;
-    Time shared_from = 0;  // charged for the collective in flight up to here (compute_share)
+    Time shared_seen = 0;  // shared_total_ when backward_due was last set
   };
 
   int n() const { return static_cast<int>(gpus_.size()); }
@@ -167,6 +167,7 @@ class DesStep {
       }
     }
     g.backward_due = g.backward_start + scaled(backward_, g);
+    g.shared_seen = shared_total_;
     schedule_backward_done(r);
   }
 
@@ -224,15 +225,13 @@ class DesStep {
 
   void backward_done(int r) {
     auto& g = gpus_[static_cast<std::size_t>(r)];
-    // A collective in flight has slowed this backward pass until now: it ends later (this rank
-    // alone; the others are charged when they end or when the collective does).
-    if (sharing_ > 0) {
-      const Time lost = sharing_lost(g);
-      if (lost > 0) {
-        g.backward_due += lost;
-        schedule_backward_done(r);
-        return;
-      }
+    // NCCL's kernels have taken compute from this backward pass since it was last scheduled
+    // (charge_sharing): it ends that much later.
+    if (const Time pending = shared_total_ - g.shared_seen; pending > 0) {
+      g.shared_seen = shared_total_;
+      g.backward_due += pending;
+      schedule_backward_done(r);
+      return;
     }
     g.backward_end = kernel_.now();
     g.backward_done = true;
@@ -315,51 +314,47 @@ class DesStep {
     }
   }
 
-  // NCCL's kernel on the compute's SMs (docs/simulator.md): the compute every rank still in
-  // backward has lost to the collective in flight since the last charge. Whether it lost any.
-  void charge_sharing() {
-    if (sharing_ <= 0) return;
+  // NCCL's kernel on the compute's SMs (docs/simulator.md): the collective starting now, of
+  // quiet time `quiet`, slows every rank still computing by a share r while both run. Charged
+  // at its start in the closed form the analytic engine uses, L = r (min(t_e, b + L) - t_s) with
+  // b the latest rank's end of backward so far: every gradient still to come is L later at once
+  // (the checkpoints), and each rank's end of backward when it comes (backward_done), so the
+  // charge costs no event per rank.
+  void charge_sharing(Time quiet) {
+    const double r = planner_.compute_share(group_);
+    if (r <= 0) return;
     const Time now = kernel_.now();
-    const Time lost = to_share(now - shared_from_);
-    bool computing = false;
-    for (int r = 0; r < n(); ++r) {
-      auto& g = gpus_[static_cast<std::size_t>(r)];
+    Time b = -1;
+    for (const auto& g : gpus_) {
       if (g.backward_done || g.iteration != iteration_) continue;
-      computing = true;
-      const Time own = sharing_lost(g);
-      if (own <= 0) continue;
-      g.backward_due += own;
-      schedule_backward_done(r);
+      b = std::max(b, g.backward_due + (shared_total_ - g.shared_seen));
     }
-    shared_from_ = now;
-    if (!computing || lost <= 0) return;
-    obs_.emit({SpanKind::kHostShare, iteration_, -1, "NCCL_KERNEL_ON_COMPUTE", now, now + lost});
-    stolen_ += lost;
+    if (b <= now) return;
+    const double overlap = static_cast<double>(b - now);
+    const double before_end = r < 1 ? r * overlap / (1 - r) : overlap + 1.0;
+    const double lost = r < 1 && overlap + before_end <= static_cast<double>(quiet)
+                            ? before_end
+                            : r * static_cast<double>(quiet);
+    const auto t = static_cast<Time>(std::llround(lost));
+    if (t <= 0) return;
+    obs_.emit({SpanKind::kHostShare, iteration_, -1, "NCCL_KERNEL_ON_COMPUTE", now, now + t});
+    shared_total_ += t;
+    stolen_ += t;
     if (!fired_.empty()) schedule_checkpoints();
-  }
-  Time to_share(Time overlap) const {
-    return static_cast<Time>(std::llround(static_cast<double>(overlap) * sharing_));
-  }
-  // What rank g has lost since it or the job was last charged; marks it charged up to now.
-  Time sharing_lost(Gpu& g) {
-    const Time now = kernel_.now();
-    const Time lost = to_share(now - std::max(shared_from_, g.shared_from));
-    g.shared_from = now;
-    return lost;
   }
 
   void run_collective() {
     const Time start = kernel_.now();
-    sharing_ = planner_.compute_share(group_);
-    shared_from_ = start;
     const auto key = group_key(group_);
     // The stream is the job's only traffic: a collective that starts on a quiet network takes
     // exactly the time the same collective took from a quiet start before.
     const bool quiet = net_->active() == 0;
     if (auto it = measured_.find(key); quiet && it != measured_.end()) {
+      charge_sharing(it->second);
       kernel_.after(it->second, [this] { collective_done(); });
       return;
     }
+    charge_sharing(to_time(planner_.plan(group_).time.value()));
     schedule_ = planner_.schedule(group_);
     run_->run(schedule_, [this, key, quiet, start] {
       if (quiet) measured_[key] = kernel_.now() - start;
@@ -368,8 +363,6 @@ class DesStep {
   }
 
   void collective_done() {
-    charge_sharing();
-    sharing_ = 0;
     const auto& plan = planner_.plan(group_);
     Span span{SpanKind::kCollective, iteration_,    -1,          collective_name(),
               collective_start_,     kernel_.now(), group_.bytes};
@@ -799,8 +792,7 @@ class DesStep {
   bool busy_ = false;
   CommGroup group_;
   Time collective_start_ = 0;
-  double sharing_ = 0;           // the collective in flight's share of compute (compute_share)
-  Time shared_from_ = 0;         // charged up to here
+  Time shared_total_ = 0;        // compute NCCL's kernels have taken so far (charge_sharing)
   networks::Schedule schedule_;  // of the collective in progress
   std::map<GroupKey, Time> measured_;
   // Parameter servers.
