@@ -176,13 +176,21 @@ class DesStep {
   void schedule_checkpoints() {
     const auto generation = ++checkpoint_generation_;
     for (std::size_t k = 0; k < checkpoints_.size(); ++k) {
-      if (fired_[k]) continue;
-      kernel_.at(ready_at_[k] + stolen_, [this, k, generation] {
-        if (generation != checkpoint_generation_) return;
-        fired_[k] = 1;
-        for (int t : *checkpoints_[k].tensors) tensor_ready(t);
-      });
+      if (!fired_[k]) schedule_checkpoint(k, generation);
     }
+  }
+  // Checkpoint k at its time as of now; if compute is taken later without rescheduling
+  // (charge_sharing), it moves itself when it comes.
+  void schedule_checkpoint(std::size_t k, std::uint64_t generation) {
+    kernel_.at(ready_at_[k] + stolen_, [this, k, generation] {
+      if (generation != checkpoint_generation_) return;
+      if (ready_at_[k] + stolen_ > kernel_.now()) {
+        schedule_checkpoint(k, generation);
+        return;
+      }
+      fired_[k] = 1;
+      for (int t : *checkpoints_[k].tensors) tensor_ready(t);
+    });
   }
 
   void schedule_backward_done(int r) {
@@ -339,8 +347,7 @@ class DesStep {
     if (t <= 0) return;
     obs_.emit({SpanKind::kHostShare, iteration_, -1, "NCCL_KERNEL_ON_COMPUTE", now, now + t});
     shared_total_ += t;
-    stolen_ += t;
-    if (!fired_.empty()) schedule_checkpoints();
+    stolen_ += t;  // the checkpoints not yet reached move when they come
   }
 
   void run_collective() {
