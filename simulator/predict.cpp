@@ -444,6 +444,10 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
     p.collective_protocol = r.cost.protocol;
     p.collective_channels = r.cost.channels;
     p.collective_why = r.cost.why;
+    CommGroup largest;
+    largest.bytes = req.size.value();
+    largest.ps = req.ps;
+    p.collective_compute_share = CollectivePlanner(setup).compute_share(largest);
     if (slowest != r.execution.phases.end()) {
       p.bottleneck = fmt::format("{} ({} steps), bound by {}", slowest->label, slowest->steps,
                                  slowest->bottleneck.empty() ? "latency" : slowest->bottleneck);
@@ -511,13 +515,15 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
         const auto& c = setup.compute;
         what.push_back(fmt::format(
             "NCCL's kernel takes {} from the arithmetic-bound kernels and {:g} bytes of memory "
-            "traffic per byte it sends from the memory-bound ones, {:.0f} % of backward",
+            "traffic per byte it sends from the memory-bound ones, {:.0f} % of backward; the "
+            "largest collective takes {:.1f} % of the compute it overlaps",
             node0.gpu.sm_count > 0
                 ? fmt::format("one of the GPU's {} SMs per channel", node0.gpu.sm_count)
                 : std::string("no SM (the GPU profile gives no sm_count)"),
             kNcclMemoryPerBusByte,
             c.backward.value() > 0 ? 100 * c.backward_memory_bound.value() / c.backward.value()
-                                   : 0.0));
+                                   : 0.0,
+            100 * p.collective_compute_share));
       }
       p.why.push_back(
           fmt::format("communication work on compute: backward ends {} later per step ({})",
@@ -614,6 +620,7 @@ nlohmann::json to_json(const Prediction& p) {
                                {"algorithm", p.collective_algorithm},
                                {"protocol", p.collective_protocol},
                                {"channels", p.collective_channels},
+                               {"compute_share", p.collective_compute_share},
                                {"why", p.collective_why}};
   }
   j["why"] = p.why;

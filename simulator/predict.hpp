@@ -107,6 +107,9 @@ struct Prediction {
   // tuner for `auto`), its channels, and why.
   std::string collective_algorithm, collective_protocol, collective_why;
   int collective_channels = 0;
+  // The share of a GPU's compute its NCCL kernel takes while it overlaps backward
+  // (CollectivePlanner::compute_share); 0 where none.
+  double collective_compute_share = 0;
   std::uint64_t events = 0;
   int mirrored_nodes = 1;  // worker nodes node 0's exchanges stood for (either engine)
   std::vector<std::string> why;

@@ -888,6 +888,8 @@ TEST_CASE("an_nccl_collective_takes_its_channels_sms_from_the_backward_pass_it_o
     CHECK(overlapped > 0.01);
     CHECK(analytic.loss.communication_on_compute ==
           doctest::Approx((1 - m) / sms * overlapped).epsilon(1e-3));
+    CHECK(analytic.collective_compute_share ==
+          doctest::Approx((1 - m) / sms).epsilon(1e-3));
     CHECK(analytic.step_time_s > last_step);
     last_step = analytic.step_time_s;
     o.engine = sim::Engine::kDes;
