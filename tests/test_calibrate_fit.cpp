@@ -507,7 +507,8 @@ TEST_CASE("profile: an allreduce through host memory on one node is the node's s
   }
 }
 
-TEST_CASE("profile: a gpu's multiprocessors as the cuda runtime reported them become its sm_count") {
+TEST_CASE(
+    "profile: a gpu's multiprocessors as the cuda runtime reported them become its sm_count") {
   // The committed H100 calibration (run gpu on one H100 SXM5, 2026-11-22) recorded
   // cudaDeviceProp::multiProcessorCount, 132, which the H100 whitepaper gives for the SXM5 part.
   const std::string file = std::string(DLSIM_CALIBRATE_FIXTURES) +
