@@ -105,7 +105,8 @@ ModelStats analyze(const LayerGraph& graph, std::int64_t batch, Precision precis
     for (auto p = l.params.rbegin(); p != l.params.rend(); ++p) {
       if (p->tied) continue;
       const double e = numel(p->shape);
-      s.gradients.push_back({*it, l.name, p->name, static_cast<std::int64_t>(e), Bytes(e * elem)});
+      s.gradients.push_back({*it, l.name, p->name, static_cast<std::int64_t>(e), Bytes(e * elem),
+                             graph.parameter_name(l.name, p->name)});
     }
   }
   return s;
@@ -140,6 +141,7 @@ nlohmann::json to_json(const ModelStats& s, const LayerGraph& graph) {
   for (const auto& g : s.gradients) {
     grads.push_back({{"layer", g.layer},
                      {"tensor", g.tensor},
+                     {"parameter", g.parameter},
                      {"elements", g.elements},
                      {"bytes", g.bytes.value()}});
   }

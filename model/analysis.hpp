@@ -49,6 +49,7 @@ struct GradientTensor {
   std::string tensor;
   std::int64_t elements = 0;
   Bytes bytes;
+  std::string parameter;  // the framework's name for it (LayerGraph::parameter_name)
 };
 
 struct ModelStats {

@@ -34,6 +34,15 @@ void LayerGraph::tie_weight(Vertex layer, Vertex owner) {
   layers_.at(layer).op->tie_weight();
 }
 
+std::string LayerGraph::parameter_name(const std::string& layer, const std::string& tensor) const {
+  const std::string own = layer + "." + tensor;
+  std::smatch m;
+  for (const auto& r : parameter_names) {
+    if (std::regex_match(own, m, r.re)) return m.format(r.name);
+  }
+  return own;
+}
+
 std::optional<LayerGraph::Vertex> LayerGraph::find(const std::string& name) const {
   auto it = by_name_.find(name);
   if (it == by_name_.end()) return std::nullopt;

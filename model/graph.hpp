@@ -5,6 +5,7 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -53,6 +54,17 @@ class LayerGraph {
   const std::string& name() const { return name_; }
   std::string description;
   std::string source;
+
+  // How the framework names a parameter tensor (PyTorch's named_parameters): the first rule
+  // whose pattern matches LAYER.TENSOR in full gives the name, its `$1`.. the pattern's groups;
+  // LAYER.TENSOR where none does. The model file's `parameter_names` (docs/model-format.md).
+  struct ParameterNameRule {
+    std::string pattern;
+    std::regex re;
+    std::string name;
+  };
+  std::vector<ParameterNameRule> parameter_names;
+  std::string parameter_name(const std::string& layer, const std::string& tensor) const;
 
   std::size_t size() const { return layers_.size(); }
   const Layer& layer(Vertex v) const { return layers_.at(v); }

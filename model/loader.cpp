@@ -289,7 +289,21 @@ LayerGraph load_yaml_model(const ConfigNode& file_root, const ParamOverrides& ov
   // otherwise surface as an unknown parameter deep in a layer.
   const auto blocks = root.maybe_child("blocks");
   const auto layers = root.child("layers");
-  root.finish({"name", "description", "source", "params", "blocks", "layers"});
+  if (const auto rules = root.maybe_child("parameter_names")) {
+    for (const auto& r : rules->elements()) {
+      LayerGraph::ParameterNameRule rule;
+      rule.pattern = r.get<std::string>("match");
+      rule.name = r.get<std::string>("name");
+      r.finish();
+      try {
+        rule.re = std::regex(rule.pattern, std::regex::ECMAScript);
+      } catch (const std::regex_error& e) {
+        r.child("match").fail(fmt::format("not a regular expression: {}", e.what()));
+      }
+      graph.parameter_names.push_back(std::move(rule));
+    }
+  }
+  root.finish({"name", "description", "source", "params", "blocks", "layers", "parameter_names"});
   try {
     Loader loader(graph, model_scope);
     if (blocks) loader.read_blocks(*blocks);

@@ -62,6 +62,9 @@ struct JobInfo {
   int gpus_per_node = 1;
   std::vector<double> gradient_bytes;        // backward order
   std::vector<std::int64_t> gradient_elems;  // backward order
+  // The parameters' names as the framework gives them (model::GradientTensor::parameter),
+  // backward order: BytePS declares its keys in their sorted order.
+  std::vector<std::string> gradient_names;
   // A small allreduce of `bytes` across the job with the fastest protocol (the coordination
   // messages of Horovod's negotiation).
   std::function<Seconds(Bytes)> small_allreduce;
@@ -137,5 +140,10 @@ void apply_xla(const FrameworkOptions& options, const std::string& framework, Re
 
 // Shared by policies: rejects an option the policy does not take.
 void refuse(bool given, const std::string& flag, const std::string& framework);
+
+// BytePS's default key hash (BytePSGlobal::Hash_DJB2, byteps/common/global.cc): djb2 over the
+// key's decimal digits, h = 33 h + c from h = 5381, modulo 2^64. A key goes to server
+// hash mod k; for k = 2, 4, 8 or 16 that is (5381 + the digits' sum) mod k.
+std::uint64_t byteps_key_hash(std::uint64_t key);
 
 }  // namespace dlsim::simulator

@@ -8,6 +8,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string>
+
 #include "simulator/framework.hpp"
 
 namespace dlsim::simulator {
@@ -81,21 +84,26 @@ class Byteps : public FrameworkPolicy {
   Bytes buffer_bytes(const ResolvedPolicy&, const JobInfo&) const override { return Bytes(0); }
 
  private:
-  // Partitions are numbered in the order tensors are declared (BytePS assigns keys at
-  // declaration, in parameter order) and spread over the servers in turn: BytePS hashes the
-  // keys, which spreads them evenly in expectation.
+  // Where BytePS sends each partition (docs/simulator.md, "byteps"): byteps.torch's
+  // DistributedOptimizer declares "Gradient." + name for every parameter in sorted name order
+  // (byteps/torch/__init__.py), each declaration takes the next key (BytePSGlobal::
+  // GetOrInitBPSContext), partition i of declared tensor d has key (d << 16) + i
+  // (operations.cc), and the key goes to server djb2(decimal key) mod k (BytePSGlobal::
+  // EncodeDefaultKey; BYTEPS_KEY_HASH_FN's default since bytedance/byteps#140, v0.2).
   class Launcher : public GradientLauncher {
    public:
     Launcher(const ResolvedPolicy& p, const JobInfo& job) {
       const double part = p.params.partition_bytes->value();
       const std::size_t n = job.gradient_bytes.size();
-      // First key of each tensor, in declaration (reverse backward) order.
-      std::vector<std::int64_t> first_key(n, 0);
-      std::int64_t key = 0;
-      for (std::size_t i = n; i-- > 0;) {
-        first_key[i] = key;
-        key += partitions(job.gradient_bytes[i], part);
+      std::vector<std::size_t> order(n);
+      for (std::size_t i = 0; i < n; ++i) order[i] = i;
+      if (job.gradient_names.size() == n) {
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+          return job.gradient_names[a] < job.gradient_names[b];
+        });
       }
+      std::vector<std::uint64_t> declared(n, 0);
+      for (std::size_t d = 0; d < n; ++d) declared[order[d]] = d;
       groups_.resize(n);
       for (std::size_t t = 0; t < n; ++t) {
         const double bytes = job.gradient_bytes[t];
@@ -107,8 +115,10 @@ class Byteps : public FrameworkPolicy {
           g.ps = p.ps;
           g.ps.sharding = "round_robin";
           g.ps.tensors = {g.bytes};
-          g.ps.variable = static_cast<int>(first_key[t] + k);
-          g.ps.server_offset = static_cast<int>((first_key[t] + k) % p.ps.servers);
+          const std::uint64_t key = (declared[t] << 16) + static_cast<std::uint64_t>(k);
+          g.ps.variable = static_cast<int>(key & 0x7fffffffU);
+          g.ps.server_offset =
+              static_cast<int>(byteps_key_hash(key) % static_cast<std::uint64_t>(p.ps.servers));
           groups_[t].push_back(std::move(g));
         }
       }
@@ -131,6 +141,13 @@ void register_byteps(FrameworkRegistry& r) {
   r.add("byteps",
         "BytePS: node-local sum, partitions pushed to and pulled from CPU parameter servers",
         [] { return std::make_unique<Byteps>(); });
+}
+
+std::uint64_t byteps_key_hash(std::uint64_t key) {
+  std::uint64_t hash = 5381;
+  for (const char c : std::to_string(key))
+    hash = (hash << 5) + hash + static_cast<unsigned char>(c);
+  return hash;
 }
 
 }  // namespace dlsim::simulator

@@ -271,6 +271,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   job.gpus_per_node = o.gpus_per_node.value_or(node0.gpus);
   for (const auto& g : unit.gradients) {
     job.gradient_elems.push_back(g.elements);
+    job.gradient_names.push_back(g.parameter);
     job.gradient_bytes.push_back(static_cast<double>(g.elements) *
                                  gradient_element(copt.precision).value());
   }

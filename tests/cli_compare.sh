@@ -37,8 +37,16 @@ def same(x, y, path):
         assert x == y, (path, x, y)
 same(a, b, "$")
 # The verdict itself: BytePS moves each node's gradient once each way over 10GbE where the ring
-# moves almost twice that, and wins here by a third.
-assert b["winner"] == "byteps" and b["margin_percent"] > 20, b["winner"]
+# moves almost twice that. It wins, by a fifth over the ring, though BytePS's key hash gives one
+# of its 4 servers 1.4 times the mean load (docs/simulator.md, "byteps") and so only 5 % over
+# tf-ps.
+assert b["winner"] == "byteps" and b["margin_percent"] > 5, b["winner"]
+PY
+python3 - "$tmp/out.json" <<'PY' || fail "byteps is not a fifth faster than the ring"
+import json, sys
+b = json.load(open(sys.argv[1]))
+steps = {p["framework"]: p["step_time_s"] for p in b["predictions"]}
+assert steps["horovod"] / steps["byteps"] > 1.2, steps
 PY
 
 # predict names a scheme more than 5 % faster: BytePS moves BERT-Large's gradient once each way

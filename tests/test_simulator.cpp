@@ -228,16 +228,33 @@ TEST_CASE("more_parameter_servers_help_until_the_nics_balance") {
 
 TEST_CASE("byteps_bulk_synchronous_exchange_is_the_busiest_nic_plus_one_partition_each_way") {
   // n = 4 worker nodes of one GPU (no sum inside the node), k dedicated server hosts, every
-  // NIC at B: each worker pushes its M gradient bytes and pulls them back, each server takes
-  // n M / k. With ordered connections the pulls of early partitions overlap later pushes, so
-  // after the backward pass the exchange takes the busier side, max(M / B, n M / (k B)), plus
-  // the last partition P going out and coming back on one connection at
-  // min(B / k, B / n) (docs/networks.md, "BytePS").
+  // NIC at B: each worker pushes its M gradient bytes and pulls them back, server s takes the
+  // n L_s bytes of the partitions BytePS's key hash gives it (docs/simulator.md, "byteps").
+  // With ordered connections the pulls of early partitions overlap later pushes, so after the
+  // backward pass the exchange takes the busier side, max(M / B, n max_s L_s / B), plus at most
+  // the last partition P going out and coming back on one connection at min(B / k, B / n)
+  // (docs/networks.md, "BytePS"); with one server that bound is the time (3 %). Relative
+  // tolerances throughout (scale 0).
   const auto c = dlsim::hardware::load_cluster("default");
   const double B = c.network.port.bandwidth.value() * c.network.transport.efficiency;
   const double P = 4'096'000;
   const int n = 4;
+  const auto stats =
+      dlsim::model::analyze(dlsim::model::load_model("resnet50"), 1, dlsim::Precision::kFp32);
+  std::vector<std::pair<std::string, double>> declared;
+  for (const auto& g : stats.gradients) {
+    declared.emplace_back(g.parameter, static_cast<double>(g.elements) * 4);
+  }
+  std::sort(declared.begin(), declared.end());
   for (int k : {1, 2, 4}) {
+    std::vector<double> load(static_cast<std::size_t>(k), 0.0);
+    for (std::uint64_t d = 0; d < declared.size(); ++d) {
+      double left = declared[d].second;
+      for (std::uint64_t i = 0; left > 0; ++i, left -= P) {
+        load[sim::byteps_key_hash((d << 16) + i) % static_cast<std::uint64_t>(k)] +=
+            std::min(P, left);
+      }
+    }
     auto o = options("resnet50", n);
     o.gpus_per_node = 1;
     o.framework = "byteps";
@@ -245,12 +262,28 @@ TEST_CASE("byteps_bulk_synchronous_exchange_is_the_busiest_nic_plus_one_partitio
     o.framework_options.ps_servers = k;
     const auto p = sim::predict(o);
     const double M = p.gradient_bytes;
-    const double closed = std::max(M / B, n * M / (k * B)) + 2 * P / std::min(B / k, B / n);
+    const double busiest = std::max(M / B, n * *std::max_element(load.begin(), load.end()) / B);
+    const double fill = 2 * P / std::min(B / k, B / n);
     CAPTURE(k);
-    CHECK(p.communication_s == doctest::Approx(closed).epsilon(0.03));
+    CHECK(p.communication_s >= busiest);
+    CHECK(p.communication_s <= (busiest + fill) * 1.03);
+    if (k == 1) {
+      CHECK(p.communication_s == doctest::Approx(busiest + fill).epsilon(0.03).scale(0));
+    }
     // Without overlap nothing of the exchange hides behind the backward pass.
-    CHECK(p.exposed_communication_s == doctest::Approx(p.communication_s).epsilon(1e-6));
+    CHECK(p.exposed_communication_s == doctest::Approx(p.communication_s).epsilon(1e-6).scale(0));
   }
+}
+
+TEST_CASE("byteps_sends_each_key_to_the_server_its_djb2_hash_names") {
+  // BytePSGlobal::Hash_DJB2: h = 33 h + c over the key's decimal digits from h = 5381, mod 2^64.
+  // "0": 5381 x 33 + 48 = 177,621. For a power-of-two server count k, 33 = 1 (mod k) and '0' = 48
+  // = 0 (mod 16), so the server is (5381 + the digits' sum) mod k: key 65,536 (digit sum 25) on
+  // 8 servers goes to (5381 + 25) mod 8 = 6.
+  CHECK(sim::byteps_key_hash(0) == 177621);
+  CHECK(sim::byteps_key_hash(65536) % 8 == 6);
+  CHECK(sim::byteps_key_hash(65536) % 16 == (5381 + 25) % 16);
+  CHECK(sim::byteps_key_hash(18446744073709551615ULL) % 4 == (5381 + 87) % 4);
 }
 
 TEST_CASE("byteps_on_pcie_nodes_sums_and_spreads_through_host_memory") {
@@ -888,8 +921,7 @@ TEST_CASE("an_nccl_collective_takes_its_channels_sms_from_the_backward_pass_it_o
     CHECK(overlapped > 0.01);
     CHECK(analytic.loss.communication_on_compute ==
           doctest::Approx((1 - m) / sms * overlapped).epsilon(1e-3));
-    CHECK(analytic.collective_compute_share ==
-          doctest::Approx((1 - m) / sms).epsilon(1e-3));
+    CHECK(analytic.collective_compute_share == doctest::Approx((1 - m) / sms).epsilon(1e-3));
     CHECK(analytic.step_time_s > last_step);
     last_step = analytic.step_time_s;
     o.engine = sim::Engine::kDes;

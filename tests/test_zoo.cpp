@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <set>
 
 #include "model/analysis.hpp"
 #include "model/loader.hpp"
@@ -126,4 +127,31 @@ TEST_CASE("bert_base_forward_macs_follow_the_transformer_closed_form") {
   const double expected =
       layers * (12 * d * d * s + 2 * d * s * s) + d * d * s + 2 * d * s + d * d * s + d * v * s;
   CHECK(stats("bert_base").forward_macs == doctest::Approx(expected));
+}
+
+TEST_CASE("parameters_carry_the_frameworks_names") {
+  // The zoo's parameter_names give torchvision's names (resnet50's shortcut, alexnet's
+  // Sequential indices) and Hugging Face BertForPreTraining's; the 398 of BERT-Large and the
+  // 161 of resnet50 stay distinct, and a name no rule matches is LAYER.TENSOR.
+  const auto names = [](const std::string& model) {
+    std::set<std::string> out;
+    for (const auto& g : analyze(load_model(model), 1, Precision::kFp32).gradients) {
+      out.insert(g.parameter);
+    }
+    return out;
+  };
+  const auto bert = names("bert_large");
+  CHECK(bert.size() == 398);
+  CHECK(bert.count("bert.encoder.layer.23.attention.self.query.weight") == 1);
+  CHECK(bert.count("bert.encoder.layer.0.output.LayerNorm.bias") == 1);
+  CHECK(bert.count("bert.embeddings.word_embeddings.weight") == 1);
+  CHECK(bert.count("cls.predictions.bias") == 1);
+  const auto resnet = names("resnet50");
+  CHECK(resnet.size() == 161);
+  CHECK(resnet.count("layer1.0.downsample.0.weight") == 1);
+  CHECK(resnet.count("layer4.0.downsample.1.bias") == 1);
+  CHECK(resnet.count("fc.weight") == 1);
+  CHECK(names("alexnet").count("classifier.6.bias") == 1);
+  CHECK(names("vgg16").count("features.28.weight") == 1);
+  CHECK(names("googlenet").count("inception5b.branch4.1.conv.weight") == 1);
 }
