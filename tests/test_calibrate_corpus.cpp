@@ -6,6 +6,8 @@
 // (a run that failed, an OSU collective whose rank count nothing gives) fail with one line.
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -108,7 +110,7 @@ void check_value(const cal::Measurement& m, const std::string& want) {
   } else if (m.params.count("pure_comm_us")) {
     CHECK(m.params.at("pure_comm_us") == want);
   } else {
-    CHECK(m.samples_s.at(0) * 1e6 == doctest::Approx(number(want)).epsilon(1e-12));
+    CHECK(m.samples_s.at(0) * 1e6 == dlsim_test::approx(number(want)).epsilon(1e-12));
   }
 }
 

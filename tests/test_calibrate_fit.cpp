@@ -1,7 +1,9 @@
 // Alpha-beta fitting: exact recovery of known parameters, relative weighting, regimes at a
 // protocol change, and series grouped by op, backend, ranks and variant.
 #include <doctest/doctest.h>
+
 #include <fmt/format.h>
+#include "approx.hpp"
 
 #include <cmath>
 #include <filesystem>
@@ -31,17 +33,18 @@ TEST_CASE("alpha-beta: noiseless points give back alpha and beta") {
   std::vector<double> t;
   for (double b : s) t.push_back(alpha + b / bw);
   const auto f = cal::fit_alpha_beta(s, t);
-  CHECK(f.alpha == doctest::Approx(alpha).epsilon(1e-9));
-  CHECK(f.bandwidth() == doctest::Approx(bw).epsilon(1e-9));
-  CHECK(f.r2 == doctest::Approx(1.0));
+  CHECK(f.alpha == dlsim_test::approx(alpha).epsilon(1e-9));
+  CHECK(f.bandwidth() == dlsim_test::approx(bw).epsilon(1e-9));
+  CHECK(f.r2 == dlsim_test::approx(1.0));
   CHECK(f.worst_relative_error < 1e-9);
   CHECK(f.points == s.size());
   CHECK(f.min_bytes == 8);
 }
 
 TEST_CASE("alpha-beta: relative residuals keep small sizes as accurate as large ones") {
-  // 10 % too slow at every size: the relative fit is off by 10 % everywhere, not 0 % at the
-  // large end and 100 %+ at the small end as an absolute fit would be.
+  // 10 % too slow or too fast at every size: the relative fit is off by about 10 % everywhere
+  // (11.9 % at worst: alpha and beta move to fit the alternation), not 0 % at the large end and
+  // 100 %+ at the small end as an absolute fit would be.
   const auto s = sizes(1024, 64.0 * 1024 * 1024);
   std::vector<double> t;
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -49,8 +52,9 @@ TEST_CASE("alpha-beta: relative residuals keep small sizes as accurate as large 
     t.push_back(base * (i % 2 ? 1.1 : 0.9));
   }
   const auto f = cal::fit_alpha_beta(s, t);
-  CHECK(f.worst_relative_error == doctest::Approx(0.1).epsilon(0.02));
-  CHECK(f.alpha == doctest::Approx(2e-6).epsilon(0.05));
+  CHECK(f.worst_relative_error >= 0.1);
+  CHECK(f.worst_relative_error <= 0.125);
+  CHECK(f.alpha == dlsim_test::approx(2e-6).epsilon(0.05));
 }
 
 TEST_CASE("alpha-beta: a negative intercept is refitted through the origin") {
@@ -72,11 +76,11 @@ TEST_CASE("piecewise: a protocol change is found as two regimes") {
   REQUIRE(f.regimes.size() == 2);
   CHECK(f.regimes[0].max_bytes == 32768);
   CHECK(f.regimes[1].min_bytes == 65536);
-  CHECK(f.regimes[0].alpha == doctest::Approx(3e-6).epsilon(1e-6));
-  CHECK(f.regimes[1].bandwidth() == doctest::Approx(20e9).epsilon(1e-6));
+  CHECK(f.regimes[0].alpha == dlsim_test::approx(3e-6).epsilon(1e-6));
+  CHECK(f.regimes[1].bandwidth() == dlsim_test::approx(20e9).epsilon(1e-6));
   CHECK(f.worst_relative_error() < 1e-9);
-  CHECK(f.time(1024) == doctest::Approx(3e-6 + 1024 / 2e9));
-  CHECK(f.time(1 << 24) == doctest::Approx(20e-6 + (1 << 24) / 20e9));
+  CHECK(f.time(1024) == dlsim_test::approx(3e-6 + 1024 / 2e9));
+  CHECK(f.time(1 << 24) == dlsim_test::approx(20e-6 + (1 << 24) / 20e9));
 }
 
 TEST_CASE("piecewise: one straight line stays one regime") {
@@ -111,7 +115,7 @@ TEST_CASE("series: grouped by op, backend, ranks and variant; repeated sizes tak
   });
   REQUIRE(it != series.end());
   CHECK(it->bytes == std::vector<double>{1024, 2048});
-  CHECK(it->seconds[1] == doctest::Approx(3e-5));
+  CHECK(it->seconds[1] == dlsim_test::approx(3e-5));
   const auto fits = cal::fit_series(ms);
   CHECK(fits.size() == 1);  // only the 8-rank allreduce without variant has two sizes
 }
@@ -129,10 +133,10 @@ TEST_CASE("saturating: rate = R x / (x + h) is recovered from noiseless points")
     r.push_back(2e12 * v / (v + 5e8));
   }
   const auto f = cal::fit_saturating(x, r);
-  CHECK(f.rate == doctest::Approx(2e12).epsilon(1e-9));
-  CHECK(f.half == doctest::Approx(5e8).epsilon(1e-9));
+  CHECK(f.rate == dlsim_test::approx(2e12).epsilon(1e-9));
+  CHECK(f.half == dlsim_test::approx(5e8).epsilon(1e-9));
   CHECK(f.worst_relative_error < 1e-9);
-  CHECK(f.at(5e8) == doctest::Approx(1e12));
+  CHECK(f.at(5e8) == dlsim_test::approx(1e12));
 }
 
 namespace {
@@ -461,18 +465,18 @@ TEST_CASE(
   const auto& a = k[0].layer == relu ? k[0] : k[1];
   const auto& b = k[0].layer == relu ? k[1] : k[0];
   CHECK(a.precision == "fp32");
-  CHECK(a.forward.value() == doctest::Approx(1e-6));  // the minimum
-  CHECK(a.backward.value() == doctest::Approx(3e-6));
-  CHECK(a.forward_host.value() == doctest::Approx(4e-6));
-  CHECK(a.backward_host.value() == doctest::Approx(7e-6));
+  CHECK(a.forward.value() == dlsim_test::approx(1e-6));  // the minimum
+  CHECK(a.backward.value() == dlsim_test::approx(3e-6));
+  CHECK(a.forward_host.value() == dlsim_test::approx(4e-6));
+  CHECK(a.backward_host.value() == dlsim_test::approx(7e-6));
   CHECK(b.precision == "bf16");
-  CHECK(b.forward.value() == doctest::Approx(1.5e-6));
+  CHECK(b.forward.value() == dlsim_test::approx(1.5e-6));
   CHECK(b.forward_host.value() == 0);
   const auto& u = cluster.groups.at(0).node.gpu.updates;
   REQUIRE(u.size() == 1);
   CHECK(u[0].elements == 4096);
   CHECK(u[0].tensors == 2);
-  CHECK(u[0].time.value() == doctest::Approx(40e-6));
+  CHECK(u[0].time.value() == dlsim_test::approx(40e-6));
   std::filesystem::remove_all(dir);
 }
 

@@ -3,6 +3,8 @@
 // file and line in one message.
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -52,16 +54,16 @@ TEST_CASE("nccl-tests 2.x text: every row of an 8-rank, 2-host allreduce with it
   CHECK(first.bytes == 8);
   CHECK(first.dtype == "float32");
   REQUIRE(first.samples_s.size() == 1);
-  CHECK(first.samples_s[0] == doctest::Approx(31.81e-6));
+  CHECK(first.samples_s[0] == dlsim_test::approx(31.81e-6));
   CHECK(first.params.at("source_line") == "20");
   CHECK(first.params.at("in_place_time_us") == "32.19");
 
   const auto& last = r.measurements.back();
   CHECK(last.bytes == 134217728);
-  CHECK(last.samples_s[0] == doctest::Approx(1479.01e-6));
+  CHECK(last.samples_s[0] == dlsim_test::approx(1479.01e-6));
   CHECK(last.params.at("source_line") == "32");
   // The printed busbw (158.81 GB/s) comes back from the time and the bus factor 2 x 7/8.
-  CHECK(last.busbw() / 1e9 == doctest::Approx(158.81).epsilon(1e-3));
+  CHECK(last.busbw() / 1e9 == dlsim_test::approx(158.81).epsilon(1e-3));
 }
 
 TEST_CASE("nccl-tests old text: no redop/root columns, 'error' column, op from the command line") {
@@ -75,10 +77,10 @@ TEST_CASE("nccl-tests old text: no redop/root columns, 'error' column, op from t
   CHECK(m.ranks == 4);
   CHECK(m.nodes == 1);
   CHECK(m.bytes == 16384);
-  CHECK(m.samples_s[0] == doctest::Approx(12.14e-6));
+  CHECK(m.samples_s[0] == dlsim_test::approx(12.14e-6));
   CHECK(m.params.at("in_place_time_us") == "11.96");
   CHECK(r.measurements.back().bytes == 16777216);
-  CHECK(r.measurements.back().samples_s[0] == doctest::Approx(361.33e-6));
+  CHECK(r.measurements.back().samples_s[0] == dlsim_test::approx(361.33e-6));
 }
 
 TEST_CASE("nccl-tests -J JSON: results, ranks = nthreads x ngpus x processes, hosts, versions") {
@@ -97,7 +99,7 @@ TEST_CASE("nccl-tests -J JSON: results, ranks = nthreads x ngpus x processes, ho
   CHECK(m.nodes == 2);
   CHECK(m.bytes == 65536);
   CHECK(m.dtype == "float16");
-  CHECK(m.samples_s[0] == doctest::Approx(24.4096e-6));
+  CHECK(m.samples_s[0] == dlsim_test::approx(24.4096e-6));
   CHECK(r.measurements.back().bytes == 33554432);
 }
 
@@ -172,11 +174,11 @@ TEST_CASE("osu_latency: one-way latency per size on 2 ranks") {
   CHECK(zero.ranks == 2);
   CHECK(zero.bytes == 0);
   CHECK(zero.dtype == "int8");
-  CHECK(zero.samples_s[0] == doctest::Approx(1.62e-6));
+  CHECK(zero.samples_s[0] == dlsim_test::approx(1.62e-6));
   CHECK(zero.params.at("osu_metric") == "one-way latency");
   CHECK(zero.params.at("source_line") == "4");
   CHECK(r.measurements.back().bytes == 4194304);
-  CHECK(r.measurements.back().samples_s[0] == doctest::Approx(366.34e-6));
+  CHECK(r.measurements.back().samples_s[0] == dlsim_test::approx(366.34e-6));
 }
 
 TEST_CASE("osu_bw (CUDA build): time per message = size / (MB/s x 1e6)") {
@@ -187,8 +189,8 @@ TEST_CASE("osu_bw (CUDA build): time per message = size / (MB/s x 1e6)") {
   CHECK(m.ranks == 2);
   CHECK(m.nodes == 2);
   CHECK(m.bytes == 4194304);
-  CHECK(m.samples_s[0] == doctest::Approx(4194304 / (23350.37 * 1e6)));
-  CHECK(m.algbw() == doctest::Approx(23350.37e6));
+  CHECK(m.samples_s[0] == dlsim_test::approx(4194304 / (23350.37 * 1e6)));
+  CHECK(m.algbw() == dlsim_test::approx(23350.37e6));
   CHECK(m.params.at("osu_buffers") == "send DEVICE, receive DEVICE");
   CHECK(m.params.count("direction") == 0);
 }
@@ -210,12 +212,12 @@ TEST_CASE("osu_allreduce -f: average as the sample, min/max/iterations kept, ran
   CHECK(m.bytes == 4);
   CHECK(m.dtype == "float32");
   REQUIRE(m.samples_s.size() == 1);
-  CHECK(m.samples_s[0] == doctest::Approx(6.80e-6));
+  CHECK(m.samples_s[0] == dlsim_test::approx(6.80e-6));
   CHECK(m.params.at("min_latency_us") == "6.19");
   CHECK(m.params.at("max_latency_us") == "7.69");
   CHECK(m.params.at("iterations") == "1000");
   CHECK(r.measurements.back().bytes == 4194304);
-  CHECK(r.measurements.back().samples_s[0] == doctest::Approx(1453.11e-6));
+  CHECK(r.measurements.back().samples_s[0] == dlsim_test::approx(1453.11e-6));
 }
 
 TEST_CASE("osu_allgather: bytes are OSU's per-rank size x ranks (nccl-tests' size)") {
@@ -255,7 +257,7 @@ TEST_CASE("osu: mbw_mr adds up its pairs, each record moving size x pairs bytes"
   const int pairs = std::stoi(m.params.at("pairs"));
   CHECK(m.ranks == 2 * pairs);
   CHECK(m.samples_s.at(0) ==
-        doctest::Approx(m.bytes / (std::stod(m.params.at("bandwidth_MBps")) * 1e6)));
+        dlsim_test::approx(m.bytes / (std::stod(m.params.at("bandwidth_MBps")) * 1e6)));
 }
 
 TEST_CASE("osu: nccl-tests output is not OSU output") {

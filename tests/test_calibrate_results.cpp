@@ -2,6 +2,8 @@
 // round trip, streaming and resuming, and every malformed file as one InputError naming it.
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <filesystem>
 #include <fstream>
 
@@ -51,21 +53,21 @@ const char* kHeader =
 
 TEST_CASE("a measurement's statistics and nccl-tests bandwidths") {
   const auto m = allreduce(1 << 20, {4e-3, 1e-3, 2e-3, 3e-3});
-  CHECK(m.min_s() == doctest::Approx(1e-3));
-  CHECK(m.max_s() == doctest::Approx(4e-3));
-  CHECK(m.median_s() == doctest::Approx(2.5e-3));  // mean of the middle two
-  CHECK(m.algbw() == doctest::Approx((1 << 20) / 2.5e-3));
+  CHECK(m.min_s() == dlsim_test::approx(1e-3));
+  CHECK(m.max_s() == dlsim_test::approx(4e-3));
+  CHECK(m.median_s() == dlsim_test::approx(2.5e-3));  // mean of the middle two
+  CHECK(m.algbw() == dlsim_test::approx((1 << 20) / 2.5e-3));
   // nccl-tests: allreduce busbw = algbw x 2(n-1)/n.
-  CHECK(m.busbw() == doctest::Approx(m.algbw() * 2.0 * 3.0 / 4.0));
-  CHECK(cal::bus_factor("allgather", 8) == doctest::Approx(7.0 / 8.0));
-  CHECK(cal::bus_factor("reducescatter", 8) == doctest::Approx(7.0 / 8.0));
-  CHECK(cal::bus_factor("broadcast", 8) == doctest::Approx(1.0));
-  CHECK(cal::bus_factor("p2p_bandwidth", 2) == doctest::Approx(1.0));
+  CHECK(m.busbw() == dlsim_test::approx(m.algbw() * 2.0 * 3.0 / 4.0));
+  CHECK(cal::bus_factor("allgather", 8) == dlsim_test::approx(7.0 / 8.0));
+  CHECK(cal::bus_factor("reducescatter", 8) == dlsim_test::approx(7.0 / 8.0));
+  CHECK(cal::bus_factor("broadcast", 8) == dlsim_test::approx(1.0));
+  CHECK(cal::bus_factor("p2p_bandwidth", 2) == dlsim_test::approx(1.0));
   cal::Measurement g;
   g.op = "gemm";
   g.flops = 2.0 * 1024 * 1024 * 1024;
   g.samples_s = {1e-3};
-  CHECK(g.flop_rate() == doctest::Approx(2.147483648e12));
+  CHECK(g.flop_rate() == dlsim_test::approx(2.147483648e12));
   CHECK(g.algbw() == 0);
 }
 
@@ -94,8 +96,8 @@ TEST_CASE("results stream to a file line by line and read back unchanged") {
   CHECK(r.provenance.tool == "dlcalibrate test");
   CHECK(r.provenance.hosts == std::vector<std::string>{"node1", "node2"});
   CHECK(r.provenance.versions.at("mpi") == "Open MPI 4.1.4");
-  CHECK(*r.provenance.load_before == doctest::Approx(0.5));
-  CHECK(*r.provenance.load_after == doctest::Approx(0.7));
+  CHECK(*r.provenance.load_before == dlsim_test::approx(0.5));
+  CHECK(*r.provenance.load_after == dlsim_test::approx(0.7));
   CHECK(r.provenance.notes == std::vector<std::string>{"buffers touched before timing"});
   CHECK(r.measurements[0].samples_s == std::vector<double>{1e-5, 1.2e-5});
   CHECK(r.measurements[1].bytes == 2048);

@@ -11,6 +11,8 @@
 // switches, AMD familyid 143 as NCCL computes it, NUMA domains 1, 3, 5, 7).
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -93,10 +95,10 @@ TEST_CASE("nccl_topo_dgx1_dump_gives_the_dgx1_v100_fabric_and_its_nvlink_lanes")
   CHECK(n.host.cores == 28);  // not in the dump: from the default base, iris-v100x4
   CHECK(n.switches == std::vector<std::string>{"pcisw0", "pcisw1", "pcisw2", "pcisw3"});
 
-  CHECK(gbps(n, "nvlink") == doctest::Approx(25));  // NVLink 2 line rate per link
-  CHECK(gbps(n, "pcie") == doctest::Approx(8.0 * 16 * 128 / 130 / 8));          // 15.75 GB/s
-  CHECK(gbps(n, "qpi") == doctest::Approx(6));                                  // NCCL's BDW_QPI_BW
-  CHECK(n.link_types.at("nvlink").latency.value() == doctest::Approx(0.7e-6));  // from the base
+  CHECK(gbps(n, "nvlink") == dlsim_test::approx(25));  // NVLink 2 line rate per link
+  CHECK(gbps(n, "pcie") == dlsim_test::approx(8.0 * 16 * 128 / 130 / 8));  // 15.75 GB/s
+  CHECK(gbps(n, "qpi") == dlsim_test::approx(6));                          // NCCL's BDW_QPI_BW
+  CHECK(n.link_types.at("nvlink").latency.value() == dlsim_test::approx(0.7e-6));  // from the base
 
   // The NVLink lanes of every GPU pair are those of the DGX-1 preset.
   const auto preset = dlsim::hardware::load_node("dgx1-v100");
@@ -129,10 +131,10 @@ TEST_CASE("nccl_topo_nvswitch_dump_folds_the_switch_chips_into_one_vertex_with_1
   CHECK(n.switches.size() == 13);  // nvswitch0 and 12 PCIe bridges/switches
   CHECK(n.switches.front() == "nvswitch0");
 
-  CHECK(gbps(n, "nvswitch") == doctest::Approx(25));
-  CHECK(gbps(n, "pcie4x16") == doctest::Approx(16.0 * 16 * 128 / 130 / 8));  // 31.5 GB/s
-  CHECK(gbps(n, "pcie4x8") == doctest::Approx(16.0 * 8 * 128 / 130 / 8));
-  CHECK(gbps(n, "xgmi") == doctest::Approx(16));  // NCCL's AMD_ZEN12_BW (family 143 = 0x8F)
+  CHECK(gbps(n, "nvswitch") == dlsim_test::approx(25));
+  CHECK(gbps(n, "pcie4x16") == dlsim_test::approx(16.0 * 16 * 128 / 130 / 8));  // 31.5 GB/s
+  CHECK(gbps(n, "pcie4x8") == dlsim_test::approx(16.0 * 8 * 128 / 130 / 8));
+  CHECK(gbps(n, "xgmi") == dlsim_test::approx(16));  // NCCL's AMD_ZEN12_BW (family 143 = 0x8F)
   // Two kinds of PCIe link, named by kind (a `pcie` type is the base's, merged by `extends:`).
   for (const auto& l : n.links) CHECK(l.type != "pcie");
 
@@ -165,7 +167,7 @@ TEST_CASE("nccl_topo_gpu_and_base_node_options_override_the_inferred_model_and_t
   const auto n = import_and_load(fixture("nccl_topo_dgx1.xml"), dir, "dgx1_32gb", o);
   CHECK(n.gpu.about.name == "v100-sxm2-32gb");
   CHECK(n.host.cores == 40);
-  CHECK(gbps(n, "pcie") == doctest::Approx(15.7538).epsilon(1e-4));
+  CHECK(gbps(n, "pcie") == dlsim_test::approx(15.7538).epsilon(1e-4));
 }
 
 TEST_CASE("nccl_topo_bad_dumps_are_refused_with_the_file_and_the_problem") {

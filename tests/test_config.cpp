@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
+
 #include <filesystem>
+#include "approx.hpp"
 
 #include "common/config.hpp"
 
@@ -8,7 +10,7 @@ using namespace dlsim;
 TEST_CASE("typed_reads_return_values_and_defaults") {
   const auto root = ConfigNode::load_string("a: 3\nb: 2.5\nc: true\nd: [1, 7]\n", "t.yaml");
   CHECK(root.get<int>("a") == 3);
-  CHECK(root.get<double>("b") == doctest::Approx(2.5));
+  CHECK(root.get<double>("b") == dlsim_test::approx(2.5));
   CHECK(root.get<bool>("c"));
   CHECK(root.child("d").as_int_list() == std::vector<std::int64_t>{1, 7});
   CHECK(root.get_or<int>("e", 9) == 9);

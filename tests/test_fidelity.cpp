@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -40,7 +42,7 @@ TEST_CASE("tfbench2017_every_table_is_predicted_from_its_1_gpu_row") {
   for (const auto& c : comparisons) {
     if (c.anchor) {
       CHECK(c.gpus == 1);
-      CHECK(c.predicted == doctest::Approx(c.measured).epsilon(1e-9));
+      CHECK(c.predicted == dlsim_test::approx(c.measured).epsilon(1e-9));
       ++anchors;
       continue;
     }
@@ -110,7 +112,7 @@ TEST_CASE("predicted_curves_run_through_every_power_of_two_between_the_anchor_an
   REQUIRE(curves.size() == 3);
   for (const auto& curve : curves) {
     CHECK(curve.gpus == std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128, 256, 512});
-    CHECK(curve.predicted.front() == doctest::Approx(100));  // one GPU is 100 % efficient
+    CHECK(curve.predicted.front() == dlsim_test::approx(100));  // one GPU is 100 % efficient
     const auto at_512 = std::find_if(comparisons.begin(), comparisons.end(), [&](const auto& c) {
       return c.case_name == curve.case_name && c.gpus == 512;
     });

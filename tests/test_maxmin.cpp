@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <limits>
@@ -52,7 +54,7 @@ std::vector<double> solve(Problem& p) {
   return rates;
 }
 
-doctest::Approx exact(double v) { return doctest::Approx(v).epsilon(1e-12); }
+doctest::Approx exact(double v) { return dlsim_test::approx(v).epsilon(1e-12); }
 
 }  // namespace
 

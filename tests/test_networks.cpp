@@ -1,7 +1,9 @@
 // Hardware profiles, topology, routing, placement and collective algorithms.
 
 #include <doctest/doctest.h>
+
 #include <fmt/format.h>
+#include "approx.hpp"
 
 #include <cmath>
 #include <fstream>
@@ -86,8 +88,8 @@ TEST_CASE("extends_overrides_only_what_it_sets") {
   CHECK(a.memory_capacity.value() == 16.0 * (1 << 30));
   CHECK(b.memory_capacity.value() == 32.0 * (1 << 30));
   CHECK(b.peak.at("fp32").value() == a.peak.at("fp32").value());
-  CHECK(a.peak.at("fp32").value() == doctest::Approx(15.7e12));
-  CHECK(a.memory_bandwidth.value() == doctest::Approx(900e9));
+  CHECK(a.peak.at("fp32").value() == dlsim_test::approx(15.7e12));
+  CHECK(a.memory_bandwidth.value() == dlsim_test::approx(900e9));
   CHECK(a.peak_for(Precision::kBf16).value() == a.peak.at("fp32").value());  // no bf16 on V100
 }
 
@@ -96,7 +98,7 @@ TEST_CASE("default_cluster_is_16_nodes_of_4_v100_with_one_edr_nic") {
   CHECK(c.node_count() == 16);
   CHECK(c.gpu_count() == 64);
   CHECK(c.groups[0].node.nics == 1);
-  CHECK(c.network.port.bandwidth.value() == doctest::Approx(12.5e9));
+  CHECK(c.network.port.bandwidth.value() == dlsim_test::approx(12.5e9));
   CHECK(c.groups[0].hostnames.front() == "iris-169");
   CHECK(c.groups[0].hostnames.back() == "iris-184");
 }
@@ -150,9 +152,9 @@ TEST_CASE("nccl_1_runs_one_ring_in_device_order_through_host_memory_between_sock
     CHECK(r.cost.algorithm == "ring");
     CHECK(r.cost.protocol == "Simple");
     CHECK(r.cost.channels == 1);
-    CHECK(r.cost.latency.value() == doctest::Approx(e.lat).epsilon(1e-9));
+    CHECK(r.cost.latency.value() == dlsim_test::approx(e.lat).epsilon(1e-9));
     CHECK(r.time.value() ==
-          doctest::Approx(e.lat + 2.0 * (e.gpus - 1) / e.gpus * bytes / e.bw).epsilon(1e-3));
+          dlsim_test::approx(e.lat + 2.0 * (e.gpus - 1) / e.gpus * bytes / e.bw).epsilon(1e-3));
   }
 }
 
@@ -177,13 +179,13 @@ TEST_CASE("a_ring_across_sockets_runs_at_nccls_figure_for_the_cpus_interconnect"
     const double bytes = 1 << 30;
     const auto r = run_collective(request(CollectiveOp::kAllReduce, bytes), job.comm, "ring");
     CHECK(r.cost.algorithm == "ring");
-    CHECK(r.busbw == doctest::Approx(e.busbw).epsilon(0.01));
+    CHECK(r.busbw == dlsim_test::approx(e.busbw).epsilon(0.01));
   }
   auto cluster = hardware::load_cluster("dgx1-p100");
   for (auto& g : cluster.groups) g.node.host.generation.clear();
   Job job(cluster, 5);
   const auto r = run_collective(request(CollectiveOp::kAllReduce, 1 << 30), job.comm, "ring");
-  CHECK(r.busbw == doctest::Approx(12e9).epsilon(0.01));
+  CHECK(r.busbw == dlsim_test::approx(12e9).epsilon(0.01));
 }
 
 TEST_CASE("gpus_beyond_nccls_p2p_level_exchange_through_host_memory_at_the_nodes_shm_rate") {
@@ -195,12 +197,12 @@ TEST_CASE("gpus_beyond_nccls_p2p_level_exchange_through_host_memory_at_the_nodes
   Job four(hardware::load_cluster("hkbu-ib"), 4);
   const double bytes = 1 << 30;
   const auto r = run_collective(request(CollectiveOp::kAllReduce, bytes), four.comm, "ring");
-  CHECK(r.busbw == doctest::Approx(3.9e9).epsilon(0.01));
-  CHECK(r.cost.time.value() == doctest::Approx(r.time.value()).epsilon(1e-3));
+  CHECK(r.busbw == dlsim_test::approx(3.9e9).epsilon(0.01));
+  CHECK(r.cost.time.value() == dlsim_test::approx(r.time.value()).epsilon(1e-3));
   CHECK(r.cost.why.find("SHM transport at 3.90 GB/s") != std::string::npos);
   Job two(hardware::load_cluster("hkbu-ib"), 2);
   const auto p = run_collective(request(CollectiveOp::kAllReduce, bytes), two.comm, "ring");
-  CHECK(p.busbw == doctest::Approx(12e9).epsilon(0.01));
+  CHECK(p.busbw == dlsim_test::approx(12e9).epsilon(0.01));
   CHECK(p.cost.why.find("SHM") == std::string::npos);
   // GPUs 0 and 1 moved under different sockets: on Intel through host memory; a pair of GPUs
   // on an AMD host is peer to peer (ncclTopoCheckP2p), no SHM ceiling.
@@ -212,7 +214,7 @@ TEST_CASE("gpus_beyond_nccls_p2p_level_exchange_through_host_memory_at_the_nodes
   }
   Job intel(split, 2);
   const auto i = run_collective(request(CollectiveOp::kAllReduce, bytes), intel.comm, "ring");
-  CHECK(i.busbw == doctest::Approx(3.9e9).epsilon(0.01));
+  CHECK(i.busbw == dlsim_test::approx(3.9e9).epsilon(0.01));
   for (auto& g : split.groups) {
     g.node.host.vendor = "amd";
     g.node.host.generation = "zen2";
@@ -224,7 +226,7 @@ TEST_CASE("gpus_beyond_nccls_p2p_level_exchange_through_host_memory_at_the_nodes
   // Across nodes, each node's chain crosses its sockets the same way.
   Job eight(hardware::load_cluster("hkbu-ib"), 8);
   const auto m = run_collective(request(CollectiveOp::kAllReduce, bytes), eight.comm, "ring");
-  CHECK(m.busbw == doctest::Approx(3.9e9).epsilon(0.01));
+  CHECK(m.busbw == dlsim_test::approx(3.9e9).epsilon(0.01));
   // A broadcast between the two sockets flows one way (measured 10.3-11.1 GB/s through host
   // memory, NVIDIA/nccl#384 and the log corpus' GeForce pair): not held to the SHM rate.
   auto b = request(CollectiveOp::kBroadcast, bytes);
@@ -255,9 +257,9 @@ TEST_CASE("mpi_ring_allreduce_time_is_its_closed_form_with_latency_once_per_step
   // 10 GB/s.
   Job job(hardware::load_cluster(kFixtures + "/switched.yaml"), 8);
   const auto r = run_collective(request(CollectiveOp::kAllReduce, 8e6), job.comm, "ring");
-  CHECK(r.time.value() == doctest::Approx(14 * (4e-6 + 1e6 / 10e9)).epsilon(1e-12));
-  CHECK(r.cost.time.value() == doctest::Approx(r.time.value()).epsilon(1e-12));
-  CHECK(r.busbw == doctest::Approx(8e6 / r.time.value() * 14 / 8));
+  CHECK(r.time.value() == dlsim_test::approx(14 * (4e-6 + 1e6 / 10e9)).epsilon(1e-12));
+  CHECK(r.cost.time.value() == dlsim_test::approx(r.time.value()).epsilon(1e-12));
+  CHECK(r.busbw == dlsim_test::approx(8e6 / r.time.value() * 14 / 8));
   CHECK(r.cost.protocol.empty());
 }
 
@@ -291,7 +293,7 @@ TEST_CASE("every_algorithm_takes_its_cost_on_a_quiet_network") {
             CAPTURE(to_string(op));
             CAPTURE(n);
             CAPTURE(bytes);
-            CHECK(r.time.value() == doctest::Approx(r.cost.time.value()).epsilon(1e-9));
+            CHECK(r.time.value() == dlsim_test::approx(r.cost.time.value()).epsilon(1e-9));
           }
         }
       }
@@ -305,14 +307,14 @@ TEST_CASE("halving_doubling_allreduce_counts_steps_like_rabenseifner") {
   const auto r = run_collective(request(CollectiveOp::kAllReduce, 4e6), job.comm, "hd");
   CHECK(r.steps == 6);
   // Bandwidth term: S + S/2 + S/4 + S/4 + S/2 + S at 10 GB/s; 6 alphas of 4 us.
-  CHECK(r.time.value() == doctest::Approx(6 * 4e-6 + 3.5 * 4e6 / 10e9).epsilon(1e-12));
+  CHECK(r.time.value() == dlsim_test::approx(6 * 4e-6 + 3.5 * 4e6 / 10e9).epsilon(1e-12));
 }
 
 TEST_CASE("large_ring_busbw_approaches_the_bottleneck_link") {
   Job job(hardware::load_cluster(kFixtures + "/switched.yaml"), 16);
   const auto r =
       run_collective(request(CollectiveOp::kAllReduce, 4.0 * (1 << 30)), job.comm, "ring");
-  CHECK(r.busbw == doctest::Approx(10e9).epsilon(0.01));
+  CHECK(r.busbw == dlsim_test::approx(10e9).epsilon(0.01));
 }
 
 TEST_CASE("nccl_latency_is_its_table_counted_once") {
@@ -323,17 +325,17 @@ TEST_CASE("nccl_latency_is_its_table_counted_once") {
   const auto r = run_collective(request(CollectiveOp::kAllReduce, 8), job.comm, "auto");
   CHECK(r.cost.algorithm == "ring");
   CHECK(r.cost.protocol == "LL");
-  CHECK(r.cost.latency.value() == doctest::Approx(15.0e-6).epsilon(1e-9));
-  CHECK(r.time.value() == doctest::Approx(15.0e-6).epsilon(1e-3));
+  CHECK(r.cost.latency.value() == dlsim_test::approx(15.0e-6).epsilon(1e-9));
+  CHECK(r.time.value() == dlsim_test::approx(15.0e-6).epsilon(1e-3));
   CHECK(r.steps == 1);
   // Across 8 single-GPU nodes: ring LL 6.6 + 14 x 2.7 = 44.4 us; the tree's LL latency
   // 6.8 + 2 (log2 8 = 3) x 5.0 = 36.8 us wins.
   Job spread(hardware::load_cluster(kFixtures + "/switched-nccl.yaml"), 8);
   const auto ring = run_collective(request(CollectiveOp::kAllReduce, 8), spread.comm, "ring");
   const auto tree = run_collective(request(CollectiveOp::kAllReduce, 8), spread.comm, "auto");
-  CHECK(ring.cost.latency.value() == doctest::Approx(44.4e-6).epsilon(1e-9));
+  CHECK(ring.cost.latency.value() == dlsim_test::approx(44.4e-6).epsilon(1e-9));
   CHECK(tree.cost.algorithm == "tree");
-  CHECK(tree.cost.latency.value() == doctest::Approx(36.8e-6).epsilon(1e-9));
+  CHECK(tree.cost.latency.value() == dlsim_test::approx(36.8e-6).epsilon(1e-9));
 }
 
 TEST_CASE("a_pipelined_tree_pays_its_latency_once_whatever_the_size") {
@@ -344,7 +346,7 @@ TEST_CASE("a_pipelined_tree_pays_its_latency_once_whatever_the_size") {
     const auto r = run_collective(request(CollectiveOp::kAllReduce, bytes), job.comm, "tree");
     CAPTURE(bytes);
     CHECK(r.cost.protocol == "Simple");
-    CHECK(r.cost.latency.value() == doctest::Approx(224e-6).epsilon(1e-9));
+    CHECK(r.cost.latency.value() == dlsim_test::approx(224e-6).epsilon(1e-9));
     CHECK(r.steps == 1);
   }
 }
@@ -416,7 +418,7 @@ TEST_CASE("rings_use_every_rail_and_the_nics_bound_them") {
   // busbw (NVIDIA/nccl#812); the links give 8 x 25 x 0.95 = 190 GB/s.
   Job a100(hardware::load_cluster("dgx-a100"), 16);
   const auto r = run_collective(request(CollectiveOp::kAllReduce, 1 << 30), a100.comm, "auto");
-  CHECK(r.busbw == doctest::Approx(192e9).epsilon(0.10));
+  CHECK(r.busbw == dlsim_test::approx(192e9).epsilon(0.10));
   const auto s = collective_algorithms().at("auto").make()->schedule(
       request(CollectiveOp::kAllReduce, 1 << 30), a100.comm);
   std::set<int> nics;
@@ -433,7 +435,7 @@ TEST_CASE("rings_use_every_rail_and_the_nics_bound_them") {
   // switch, so the NICs bound it (4 x 12.5 x 0.95 = 47.5 GB/s), not one GPU's PCIe link.
   Job v100(hardware::load_cluster("dgx1-v100"), 16);
   const auto d = run_collective(request(CollectiveOp::kAllReduce, 1 << 30), v100.comm, "auto");
-  CHECK(d.busbw == doctest::Approx(47.5e9).epsilon(0.05));
+  CHECK(d.busbw == dlsim_test::approx(47.5e9).epsilon(0.05));
   CHECK(d.execution.phases.front().bottleneck.find("/nic") != std::string::npos);
 }
 
@@ -446,7 +448,7 @@ TEST_CASE("a_dgx_h100_pair_sends_through_pxn_on_all_eight_rails") {
   // 8 x 47 = 376 GB/s busbw.
   Job h100(hardware::load_cluster("dgx-h100"), 16);
   const auto r = run_collective(request(CollectiveOp::kAllReduce, 1 << 30), h100.comm, "ring");
-  CHECK(r.busbw == doctest::Approx(376e9).epsilon(0.10));
+  CHECK(r.busbw == dlsim_test::approx(376e9).epsilon(0.10));
   const auto s = collective_algorithms().at("ring").make()->schedule(
       request(CollectiveOp::kAllReduce, 1 << 30), h100.comm);
   std::set<int> nics;
@@ -499,12 +501,12 @@ TEST_CASE("a_tcp_transport_bounds_each_sending_rank_to_one_streams_worth") {
   // them through host memory (NCCL's SHM transport, 3.9 GB/s).
   Job ipoib(hardware::load_cluster("hkbu-ipoib"), 16);
   const auto r = run_collective(request(CollectiveOp::kAllReduce, 1 << 30), ipoib.comm, "auto");
-  CHECK(r.busbw == doctest::Approx(2.5e9).epsilon(0.01));
+  CHECK(r.busbw == dlsim_test::approx(2.5e9).epsilon(0.01));
   CHECK(r.cost.why.find("bound by the transport") != std::string::npos);
-  CHECK(r.time.value() == doctest::Approx(r.cost.time.value()).epsilon(0.01));
+  CHECK(r.time.value() == dlsim_test::approx(r.cost.time.value()).epsilon(0.01));
   Job rdma(hardware::load_cluster("hkbu-ib"), 16);
   const auto d = run_collective(request(CollectiveOp::kAllReduce, 1 << 30), rdma.comm, "auto");
-  CHECK(d.busbw == doctest::Approx(3.9e9).epsilon(0.01));
+  CHECK(d.busbw == dlsim_test::approx(3.9e9).epsilon(0.01));
   CHECK(d.cost.why.find("bound by the transport") == std::string::npos);
   CHECK(d.cost.why.find("bound by host memory") != std::string::npos);
 }
@@ -537,8 +539,8 @@ TEST_CASE("colocated_servers_share_their_hosts_memory_bandwidth") {
     return -1.0;
   };
   const double host = job.topo->node(0).host.memory_bandwidth.value();
-  CHECK(sum_time(2) == doctest::Approx((8 + 2) * 32e6 / host).epsilon(1e-9));
-  CHECK(sum_time(8) == doctest::Approx(sum_time(2)).epsilon(1e-9));
+  CHECK(sum_time(2) == dlsim_test::approx((8 + 2) * 32e6 / host).epsilon(1e-9));
+  CHECK(sum_time(8) == dlsim_test::approx(sum_time(2)).epsilon(1e-9));
 }
 
 TEST_CASE("parameter_server_push_is_bound_by_the_busier_nic_side") {
@@ -557,7 +559,7 @@ TEST_CASE("parameter_server_push_is_bound_by_the_busier_nic_side") {
       CAPTURE(workers);
       CAPTURE(k);
       CHECK(push.time.value() ==
-            doctest::Approx(3.5e-6 + std::max(S, workers * S / k) / 10e9).epsilon(1e-9));
+            dlsim_test::approx(3.5e-6 + std::max(S, workers * S / k) / 10e9).epsilon(1e-9));
     }
   }
 }
@@ -571,7 +573,7 @@ TEST_CASE("a_ring_through_a_pcie_node_is_charged_every_link_it_crosses") {
   Job job(hardware::load_cluster("hkbu-ib"), 16);
   const auto t = nccl_search(job.comm);
   CHECK(t.ring.channels == 1);
-  CHECK(t.ring.bw_inter == doctest::Approx(6e9).epsilon(1e-9));
+  CHECK(t.ring.bw_inter == dlsim_test::approx(6e9).epsilon(1e-9));
   const auto& ring = t.ring.rings.front();
   REQUIRE(ring.size() == 16);
   CHECK(std::vector<int>(ring.begin(), ring.begin() + 4) == std::vector<int>{0, 2, 3, 1});
@@ -601,19 +603,19 @@ TEST_CASE("a_ps_lite_process_receives_one_streams_worth_from_all_its_peers") {
     const auto shared = run_collective(req, job.comm, "ps");
     CAPTURE(nodes);
     const double alpha = phase(apart, "push gradients").time.value() - S / stream;
-    CHECK(alpha == doctest::Approx(20e-6).epsilon(0.25));  // 18 us per message + the route
+    CHECK(alpha == dlsim_test::approx(20e-6).epsilon(0.25));  // 18 us per message + the route
     CHECK(phase(shared, "push gradients").time.value() ==
-          doctest::Approx(alpha + nodes * S / stream).epsilon(1e-9));
+          dlsim_test::approx(alpha + nodes * S / stream).epsilon(1e-9));
     CHECK(phase(shared, "push gradients").bottleneck.find("receiving socket") != std::string::npos);
     CHECK(phase(shared, "pull parameters").time.value() ==
-          doctest::Approx(phase(apart, "pull parameters").time.value()).epsilon(1e-9));
+          dlsim_test::approx(phase(apart, "pull parameters").time.value()).epsilon(1e-9));
   }
   Job rdma(hardware::load_cluster("hkbu-ib"), 8, std::nullopt, 1);
   auto req = request(CollectiveOp::kAllReduce, S);
   const auto apart = run_collective(req, rdma.comm, "ps");
   req.ps.shared_receive = true;
   CHECK(run_collective(req, rdma.comm, "ps").time.value() ==
-        doctest::Approx(apart.time.value()).epsilon(1e-12));
+        dlsim_test::approx(apart.time.value()).epsilon(1e-12));
 }
 
 TEST_CASE("a_node_that_sums_before_it_pushes_sends_its_gradient_once") {
@@ -632,8 +634,8 @@ TEST_CASE("a_node_that_sums_before_it_pushes_sends_its_gradient_once") {
     return -1.0;
   };
   const double nic = c.network.port.bandwidth.value() * c.network.transport.efficiency;
-  CHECK(push_time(flat) == doctest::Approx(16 * 64e6 / nic).epsilon(0.01));
-  CHECK(push_time(local) == doctest::Approx(4 * 64e6 / nic).epsilon(0.01));
+  CHECK(push_time(flat) == dlsim_test::approx(16 * 64e6 / nic).epsilon(0.01));
+  CHECK(push_time(local) == dlsim_test::approx(4 * 64e6 / nic).epsilon(0.01));
 }
 
 TEST_CASE("a_server_that_applies_each_push_moves_three_shards_per_pusher") {
@@ -656,8 +658,8 @@ TEST_CASE("a_server_that_applies_each_push_moves_three_shards_per_pusher") {
   const auto together = run_collective(req, job.comm, "ps");
   req.ps.apply_each = true;
   const auto each = run_collective(req, job.comm, "ps");
-  CHECK(sum_time(together) == doctest::Approx((4 + 2) * S / memory).epsilon(1e-9));
-  CHECK(sum_time(each) == doctest::Approx(3 * 4 * S / memory).epsilon(1e-9));
+  CHECK(sum_time(together) == dlsim_test::approx((4 + 2) * S / memory).epsilon(1e-9));
+  CHECK(sum_time(each) == dlsim_test::approx(3 * 4 * S / memory).epsilon(1e-9));
 }
 
 namespace {
@@ -789,10 +791,10 @@ TEST_CASE("nvls_on_a_dgx_h100_takes_its_tuner_time_and_reaches_nvlink_sharp_figu
   // NCCL 2.21 on 8 H100 (NVIDIA/nccl-tests#212): ring ~370 GB/s busbw, NVLS ~480.
   Job job(hardware::load_cluster("dgx-h100"), 8);
   const auto nvls = run_collective(request(CollectiveOp::kAllReduce, 1 << 30), job.comm, "nvls");
-  CHECK(nvls.time.value() == doctest::Approx(nvls.cost.time.value()).epsilon(1e-9));
-  CHECK(nvls.busbw == doctest::Approx(480e9).epsilon(0.10));
+  CHECK(nvls.time.value() == dlsim_test::approx(nvls.cost.time.value()).epsilon(1e-9));
+  CHECK(nvls.busbw == dlsim_test::approx(480e9).epsilon(0.10));
   const auto ring = run_collective(request(CollectiveOp::kAllReduce, 1 << 30), job.comm, "ring");
-  CHECK(ring.busbw == doctest::Approx(370e9).epsilon(0.10));
+  CHECK(ring.busbw == dlsim_test::approx(370e9).epsilon(0.10));
   CHECK(
       run_collective(request(CollectiveOp::kAllReduce, 1 << 30), job.comm, "auto").cost.algorithm ==
       "nvls");
@@ -800,7 +802,7 @@ TEST_CASE("nvls_on_a_dgx_h100_takes_its_tuner_time_and_reaches_nvlink_sharp_figu
   Job a100(hardware::load_cluster("dgx-a100"), 8);
   CHECK(
       run_collective(request(CollectiveOp::kAllReduce, 8.0 * (1 << 30)), a100.comm, "auto").busbw ==
-      doctest::Approx(230e9).epsilon(0.10));
+      dlsim_test::approx(230e9).epsilon(0.10));
   // NVLS is not there on two nodes, nor before Hopper: one line naming why.
   Job two(hardware::load_cluster("dgx-h100"), 16);
   CHECK_THROWS_WITH_AS(run_collective(request(CollectiveOp::kAllReduce, 1 << 20), two.comm, "nvls"),

@@ -4,6 +4,8 @@
 #include <dlsim_onnx/onnx.pb.h>
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <fmt/format.h>
 #include <cstdlib>
 #include <filesystem>
@@ -334,7 +336,8 @@ TEST_CASE("GoogLeNet exported from the zoo to ONNX imports with the zoo's params
     REQUIRE(l.params.size() == z.params.size());
     for (std::size_t i = 0; i < l.params.size(); ++i) CHECK(l.params[i].shape == z.params[i].shape);
   }
-  CHECK(layer_named(g, "dropout").op->attributes().at("p").get<double>() == doctest::Approx(0.2));
+  CHECK(layer_named(g, "dropout").op->attributes().at("p").get<double>() ==
+        dlsim_test::approx(0.2));
 }
 
 // ---- (c) Debian's ONNX test data (PyTorch 0.3 exports and ONNX node tests) ----
@@ -637,7 +640,7 @@ TEST_CASE("Identity is no layer and Dropout reads its ratio from the attribute o
     b.input("x", {kBatch, 10});
     b.node("Dropout", "drop", {"x"}).f("ratio", 0.1f);
     const LayerGraph g = import_onnx(b.save(dir, "opset9.onnx"));
-    CHECK(layer_named(g, "drop").op->attributes().at("p").get<double>() == doctest::Approx(0.1));
+    CHECK(layer_named(g, "drop").op->attributes().at("p").get<double>() == dlsim_test::approx(0.1));
   }
 }
 

@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include "model/analysis.hpp"
 #include "model/loader.hpp"
 
@@ -148,9 +150,9 @@ TEST_CASE("work_scales_linearly_with_batch_and_weights_do_not") {
   const auto g = load_model("resnet18");
   const auto one = analyze(g, 1, Precision::kFp32);
   const auto many = analyze(g, 32, Precision::kFp32);
-  CHECK(many.forward_flops.value() == doctest::Approx(32 * one.forward_flops.value()));
-  CHECK(many.backward_flops().value() == doctest::Approx(32 * one.backward_flops().value()));
-  CHECK(many.activation_bytes.value() == doctest::Approx(32 * one.activation_bytes.value()));
+  CHECK(many.forward_flops.value() == dlsim_test::approx(32 * one.forward_flops.value()));
+  CHECK(many.backward_flops().value() == dlsim_test::approx(32 * one.backward_flops().value()));
+  CHECK(many.activation_bytes.value() == dlsim_test::approx(32 * one.activation_bytes.value()));
   CHECK(many.weight_bytes.value() == one.weight_bytes.value());
   CHECK(one.weight_bytes.value() == 4.0 * 11689512);
 }

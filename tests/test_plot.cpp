@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -118,7 +120,7 @@ TEST_CASE("log2_x_axis_has_evenly_spaced_ticks_at_powers_of_two") {
   CHECK(labels == std::vector<std::string>{"1", "2", "4", "8", "16", "32", "64", "128", "256"});
   REQUIRE(xs.size() == 9);
   for (std::size_t i = 2; i < xs.size(); ++i) {
-    CHECK(xs[i] - xs[i - 1] == doctest::Approx(xs[1] - xs[0]).epsilon(1e-3));
+    CHECK(xs[i] - xs[i - 1] == dlsim_test::approx(xs[1] - xs[0]).epsilon(1e-3));
   }
 }
 
@@ -243,7 +245,7 @@ TEST_CASE("log10_x_axis_has_ticks_at_powers_of_ten") {
   CHECK(labels == std::vector<std::string>{"1", "10", "100", "1000", "10000", "100000"});
   REQUIRE(xs.size() == 6);
   for (std::size_t i = 2; i < xs.size(); ++i) {
-    CHECK(xs[i] - xs[i - 1] == doctest::Approx(xs[1] - xs[0]).epsilon(1e-3));
+    CHECK(xs[i] - xs[i - 1] == dlsim_test::approx(xs[1] - xs[0]).epsilon(1e-3));
   }
   PlotSpec both = spec;
   both.log2_x = true;
@@ -337,12 +339,12 @@ TEST_CASE("legend_box_sits_in_the_requested_corner") {
   const auto top_right = box(render_svg(spec));
   spec.legend = LegendPosition::kBottomLeft;
   const auto bottom_left = box(render_svg(spec));
-  CHECK(top_left.first == doctest::Approx(90));   // left margin 80 + 10
-  CHECK(top_left.second == doctest::Approx(54));  // top margin 44 + 10
+  CHECK(top_left.first == dlsim_test::approx(90));   // left margin 80 + 10
+  CHECK(top_left.second == dlsim_test::approx(54));  // top margin 44 + 10
   CHECK(bottom_right.first > top_left.first);
   CHECK(bottom_right.second > top_left.second);
-  CHECK(top_right.first == doctest::Approx(bottom_right.first));
-  CHECK(top_right.second == doctest::Approx(top_left.second));
-  CHECK(bottom_left.first == doctest::Approx(top_left.first));
-  CHECK(bottom_left.second == doctest::Approx(bottom_right.second));
+  CHECK(top_right.first == dlsim_test::approx(bottom_right.first));
+  CHECK(top_right.second == dlsim_test::approx(top_left.second));
+  CHECK(bottom_left.first == dlsim_test::approx(top_left.first));
+  CHECK(bottom_left.second == dlsim_test::approx(bottom_right.second));
 }

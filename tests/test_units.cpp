@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <stdexcept>
 
 #include "common/error.hpp"
@@ -8,21 +10,21 @@
 using namespace dlsim;
 
 TEST_CASE("byte_sizes_parse_decimal_and_binary_prefixes") {
-  CHECK(parse_bytes("16GiB").value() == doctest::Approx(16.0 * 1024 * 1024 * 1024));
-  CHECK(parse_bytes("16GB").value() == doctest::Approx(16e9));
-  CHECK(parse_bytes("512 KiB").value() == doctest::Approx(512.0 * 1024));
+  CHECK(parse_bytes("16GiB").value() == dlsim_test::approx(16.0 * 1024 * 1024 * 1024));
+  CHECK(parse_bytes("16GB").value() == dlsim_test::approx(16e9));
+  CHECK(parse_bytes("512 KiB").value() == dlsim_test::approx(512.0 * 1024));
 }
 
 TEST_CASE("bandwidth_distinguishes_bits_from_bytes") {
-  CHECK(parse_bandwidth("900GB/s").value() == doctest::Approx(900e9));
-  CHECK(parse_bandwidth("25Gbit/s").value() == doctest::Approx(25e9 / 8));
-  CHECK(parse_bandwidth("100Gb/s").value() == doctest::Approx(12.5e9));
+  CHECK(parse_bandwidth("900GB/s").value() == dlsim_test::approx(900e9));
+  CHECK(parse_bandwidth("25Gbit/s").value() == dlsim_test::approx(25e9 / 8));
+  CHECK(parse_bandwidth("100Gb/s").value() == dlsim_test::approx(12.5e9));
 }
 
 TEST_CASE("durations_and_compute_rates_parse_with_their_units") {
-  CHECK(parse_seconds("2.5us").value() == doctest::Approx(2.5e-6));
-  CHECK(parse_seconds("500ns").value() == doctest::Approx(5e-7));
-  CHECK(parse_flop_rate("15.7TFLOP/s").value() == doctest::Approx(15.7e12));
+  CHECK(parse_seconds("2.5us").value() == dlsim_test::approx(2.5e-6));
+  CHECK(parse_seconds("500ns").value() == dlsim_test::approx(5e-7));
+  CHECK(parse_flop_rate("15.7TFLOP/s").value() == dlsim_test::approx(15.7e12));
 }
 
 TEST_CASE("a_bare_number_for_a_dimensioned_value_is_rejected") {
@@ -34,9 +36,9 @@ TEST_CASE("a_bare_number_for_a_dimensioned_value_is_rejected") {
 
 TEST_CASE("quantities_combine_only_with_matching_units") {
   const Seconds t = Bytes(1e9) / Bandwidth(1e10);
-  CHECK(t.value() == doctest::Approx(0.1));
+  CHECK(t.value() == dlsim_test::approx(0.1));
   const Seconds c = Flops(2e12) / FlopRate(1e12);
-  CHECK(c.value() == doctest::Approx(2.0));
+  CHECK(c.value() == dlsim_test::approx(2.0));
   CHECK((Bytes(3) + Bytes(4)).value() == 7);
   CHECK(format_bytes(Bytes(1.5 * 1024 * 1024 * 1024)) == "1.5 GiB");
   CHECK(format_seconds(Seconds(2.5e-6)) == "2.5 us");

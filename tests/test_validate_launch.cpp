@@ -2,6 +2,8 @@
 // they follow (docs/launch.md).
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -244,7 +246,7 @@ TEST_CASE("a_launched_log_gives_the_jobs_samples_per_second_or_one_line_why_not"
       write("ddp.out",
             "dlsim-launch: job 7_0 on node1 node2\n"
             "{\"kind\": \"pytorch-ddp-step\", \"ranks\": 2, \"samples_per_s\": 14.25}\n");
-  CHECK(val::read_launched_throughput(ddp, 2, 1, &format) == doctest::Approx(14.25));
+  CHECK(val::read_launched_throughput(ddp, 2, 1, &format) == dlsim_test::approx(14.25));
   CHECK(format == "pytorch-ddp-step");
   // MXNet's Speedometer: 2 workers, 1 warm-up batch each left out; mean of the rest times 2.
   const auto mx = write("mx.out",
@@ -252,7 +254,7 @@ TEST_CASE("a_launched_log_gives_the_jobs_samples_per_second_or_one_line_why_not"
                         "INFO:root:Epoch[0] Batch [1]\tSpeed: 12.00 samples/sec\n"
                         "INFO:root:Epoch[0] Batch [2]\tSpeed: 100.00 samples/sec\n"
                         "INFO:root:Epoch[0] Batch [2]\tSpeed: 110.00 samples/sec\n");
-  CHECK(val::read_launched_throughput(mx, 2, 1, &format) == doctest::Approx(210));
+  CHECK(val::read_launched_throughput(mx, 2, 1, &format) == dlsim_test::approx(210));
   const auto timeout =
       write("timeout.out",
             "dlsim-launch: job 8_1 on node1\n"

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -72,18 +74,18 @@ TEST_CASE("tf_cnn_benchmarks_single_gpu_log_gives_its_total_spread_and_steps") {
   CHECK(m.variables == "parameter_server");
   CHECK(m.all_reduce.empty());
   CHECK(m.tensorflow == "1.15");
-  CHECK(m.total == doctest::Approx(219.05));
-  CHECK(m.spread == doctest::Approx(0.1));  // the +/- of step 100
+  CHECK(m.total == dlsim_test::approx(219.05));
+  CHECK(m.spread == dlsim_test::approx(0.1));  // the +/- of step 100
   CHECK(m.total_lines == std::vector<int>{39});
   CHECK(m.lines.at("model") == 7);
   CHECK(m.lines.at("spread") == 37);
   REQUIRE(m.steps.size() == 11);
   CHECK(m.steps.front().step == 1);
-  CHECK(m.steps.front().rate == doctest::Approx(218.6));
+  CHECK(m.steps.front().rate == dlsim_test::approx(218.6));
   CHECK(m.steps.front().line == 27);
   CHECK(m.steps.back().step == 100);
-  CHECK(m.steps.back().rate == doctest::Approx(219.4));
-  CHECK(*m.steps.back().loss == doctest::Approx(7.744));
+  CHECK(m.steps.back().rate == dlsim_test::approx(219.4));
+  CHECK(*m.steps.back().loss == dlsim_test::approx(7.744));
   CHECK(m.steps.back().rank == -1);
 }
 
@@ -94,8 +96,8 @@ TEST_CASE("tf_cnn_benchmarks_replicated_log_counts_gpus_from_the_batch_sizes") {
   CHECK(m.batch_per_gpu == 64);
   CHECK(m.variables == "replicated");
   CHECK(m.all_reduce == "nccl");
-  CHECK(m.total == doctest::Approx(1701.32));
-  CHECK(m.spread == doctest::Approx(0.8));
+  CHECK(m.total == dlsim_test::approx(1701.32));
+  CHECK(m.spread == dlsim_test::approx(0.8));
   const auto r = val::to_row(m, {});
   CHECK(r.at("comm") == "replicated(nccl)");
   CHECK(r.at("framework") == "tensorflow(tf_cnn_benchmarks)");
@@ -116,8 +118,8 @@ TEST_CASE("horovod_run_tf_cnn_benchmarks_log_averages_the_ranks_totals") {
   // Each rank prints num_workers x its own rate (413.21 / 103.4 = 4.0): the job's rate seen
   // from that rank. Mean (413.55 + 413.21 + 412.63 + 412.87) / 4, half range (413.55 - 412.63)/2.
   CHECK(m.rank_totals.size() == 4);
-  CHECK(m.total == doctest::Approx(413.065));
-  CHECK(m.spread == doctest::Approx(0.46));
+  CHECK(m.total == dlsim_test::approx(413.065));
+  CHECK(m.spread == dlsim_test::approx(0.46));
   CHECK(m.total_lines == std::vector<int>{102, 103, 104, 105});
   REQUIRE(m.steps.size() == 12);
   int rank3 = 0;
@@ -146,8 +148,8 @@ TEST_CASE("a_log_as_a_job_writes_it_reads_the_same_total_through_its_noise") {
   const auto m = val::read_log(f.str());
   CHECK(m.model == "resnet101");
   CHECK(m.gpus == 4);
-  CHECK(m.total == doctest::Approx(413.065));
-  CHECK(m.spread == doctest::Approx(0.46));
+  CHECK(m.total == dlsim_test::approx(413.065));
+  CHECK(m.spread == dlsim_test::approx(0.46));
   CHECK(m.steps.size() == 12);
 }
 
@@ -156,7 +158,7 @@ TEST_CASE("horovod_run_without_output_tags_reads_the_same_total") {
                                               std::regex(R"(\[1,\d\]<stdout>:)"), "");
   const TempFile f("untagged.log", text);
   const auto m = val::read_log(f.str());
-  CHECK(m.total == doctest::Approx(413.065));
+  CHECK(m.total == dlsim_test::approx(413.065));
   CHECK(m.steps.size() == 12);
   CHECK(m.steps.front().rank == -1);
 }
@@ -169,8 +171,8 @@ TEST_CASE("horovod_run_whose_ranks_print_their_own_rate_sums_them") {
   text = replace(text, "total images/sec: 412.87", "total images/sec: 103.21");
   const TempFile f("own_rate.log", text);
   const auto m = val::read_log(f.str());
-  CHECK(m.total == doctest::Approx(413.06));
-  CHECK(m.spread == doctest::Approx((103.39 - 103.16) / 2 * 4));
+  CHECK(m.total == dlsim_test::approx(413.06));
+  CHECK(m.spread == dlsim_test::approx((103.39 - 103.16) / 2 * 4));
 }
 
 TEST_CASE("horovod_run_with_a_rank_cut_before_its_total_is_an_error") {
@@ -188,16 +190,16 @@ TEST_CASE("horovod_pytorch_synthetic_benchmark_gives_total_and_its_confidence") 
   CHECK(m.model == "resnet50");
   CHECK(m.batch_per_gpu == 32);
   CHECK(m.gpus == 16);
-  CHECK(m.total == doctest::Approx(1682.9));
-  CHECK(m.spread == doctest::Approx(23.4));
+  CHECK(m.total == dlsim_test::approx(1682.9));
+  CHECK(m.spread == dlsim_test::approx(23.4));
   CHECK(m.total_lines == std::vector<int>{21});
   REQUIRE(m.steps.size() == 10);
   CHECK(m.steps[9].step == 9);
-  CHECK(m.steps[9].rate == doctest::Approx(104.9));
+  CHECK(m.steps[9].rate == dlsim_test::approx(104.9));
   CHECK(m.steps[9].line == 19);
   double sum = 0;
   for (const auto& s : m.steps) sum += s.rate;
-  CHECK(sum / 10 * 16 == doctest::Approx(m.total).epsilon(1e-4));  // the script's own sum
+  CHECK(sum / 10 * 16 == dlsim_test::approx(m.total).epsilon(1e-4));  // the script's own sum
   val::RowOptions o;
   o.gpus_per_node = 8;
   o.gpu = "V100-SXM2-16GB";
@@ -350,9 +352,9 @@ void check_phases(const val::TimelineSummary& s) {
     CHECK(s.phases[i].name == want[i].name);
     CHECK(s.phases[i].activity == want[i].activity);
     CHECK(s.phases[i].intervals == want[i].intervals);
-    CHECK(s.phases[i].total_ms == doctest::Approx(want[i].total));
-    CHECK(s.phases[i].per_step_ms == doctest::Approx(want[i].per_step));
-    CHECK(s.phases[i].longest_ms == doctest::Approx(want[i].longest));
+    CHECK(s.phases[i].total_ms == dlsim_test::approx(want[i].total));
+    CHECK(s.phases[i].per_step_ms == dlsim_test::approx(want[i].per_step));
+    CHECK(s.phases[i].longest_ms == dlsim_test::approx(want[i].longest));
   }
   CHECK(s.tensors == 2);
   CHECK(s.steps == 2);
@@ -368,7 +370,7 @@ TEST_CASE("timeline_with_its_closing_bracket_gives_per_phase_times") {
   CHECK(s.cycles == 4);
   CHECK(s.rank_ready == 8);
   CHECK(s.open_at_end == 0);
-  CHECK(s.span_ms == doctest::Approx(10.65));  // ts 1000 to 11650 us
+  CHECK(s.span_ms == dlsim_test::approx(10.65));  // ts 1000 to 11650 us
   check_phases(s);
   const auto md = val::timeline_markdown(s);
   CHECK(md.find("| NCCL_ALLREDUCE | activity | 4 | 1.860 | 0.930 | 0.500 |") != std::string::npos);
@@ -385,7 +387,7 @@ TEST_CASE("timeline_without_its_closing_bracket_is_read_as_chrome_reads_it") {
   CHECK(s.cycles == 0);
   CHECK(s.rank_ready == 9);
   CHECK(s.open_at_end == 1);
-  CHECK(s.span_ms == doctest::Approx(20.0));  // ts 1000 to 21000 us
+  CHECK(s.span_ms == dlsim_test::approx(20.0));  // ts 1000 to 21000 us
   check_phases(s);
   CHECK(val::timeline_markdown(s).find("1 intervals begun and never ended") != std::string::npos);
 }

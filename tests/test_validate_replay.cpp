@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -67,7 +69,7 @@ TEST_CASE("col2im_is_the_adjoint_of_im2col") {
   dlsim::calibrate::col2im_add(s, c.data(), back.data());
   const double lhs = std::inner_product(cols.begin(), cols.end(), c.begin(), 0.0);
   const double rhs = std::inner_product(x.begin(), x.end(), back.begin(), 0.0);
-  CHECK(lhs == doctest::Approx(rhs).epsilon(1e-5));
+  CHECK(lhs == dlsim_test::approx(rhs).epsilon(1e-5));
 }
 
 #ifdef DLSIM_HAVE_TORCH
@@ -164,7 +166,7 @@ TEST_CASE("replay_forward_imbalance_is_the_slowest_ranks_median_forward_over_the
   c.host = "n3";
   c.forward = {1.3, 1.3};
   const auto [imbalance, host] = dlsim::validate::forward_imbalance({a, b, c});
-  CHECK(imbalance == doctest::Approx(1.7 / 1.1 - 1).epsilon(1e-12));
+  CHECK(imbalance == dlsim_test::approx(1.7 / 1.1 - 1).epsilon(1e-12));
   CHECK(host == "n2");
   // One rank has nothing to compare with.
   CHECK(dlsim::validate::forward_imbalance({a}).first == 0.0);

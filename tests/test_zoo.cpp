@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "approx.hpp"
+
 #include <cmath>
 #include <set>
 
@@ -126,7 +128,7 @@ TEST_CASE("bert_base_forward_macs_follow_the_transformer_closed_form") {
   const double d = 768, s = 128, v = 30522, layers = 12;
   const double expected =
       layers * (12 * d * d * s + 2 * d * s * s) + d * d * s + 2 * d * s + d * d * s + d * v * s;
-  CHECK(stats("bert_base").forward_macs == doctest::Approx(expected));
+  CHECK(stats("bert_base").forward_macs == dlsim_test::approx(expected));
 }
 
 TEST_CASE("parameters_carry_the_frameworks_names") {
