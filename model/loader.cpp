@@ -5,6 +5,7 @@
 #include <deque>
 #include <exception>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -289,7 +290,9 @@ LayerGraph load_yaml_model(const ConfigNode& file_root, const ParamOverrides& ov
   // otherwise surface as an unknown parameter deep in a layer.
   const auto blocks = root.maybe_child("blocks");
   const auto layers = root.child("layers");
+  std::optional<SourceLocation> rules_at;
   if (const auto rules = root.maybe_child("parameter_names")) {
+    rules_at = rules->where();
     for (const auto& r : rules->elements()) {
       LayerGraph::ParameterNameRule rule;
       rule.pattern = r.get<std::string>("match");
@@ -311,6 +314,23 @@ LayerGraph load_yaml_model(const ConfigNode& file_root, const ParamOverrides& ov
     loader.instantiate(layers, top, false);
     loader.resolve();
     graph.finalize();
+    if (rules_at) {
+      // Two tensors under one name would be one parameter to the framework.
+      std::map<std::string, std::string> named;
+      for (std::size_t v = 0; v < graph.size(); ++v) {
+        const auto& l = graph.layer(v);
+        for (const auto& p : l.params) {
+          if (p.tied) continue;
+          const auto name = graph.parameter_name(l.name, p.name);
+          const auto [it, added] = named.emplace(name, l.name + "." + p.name);
+          if (!added) {
+            fail_at(
+                *rules_at, "parameter_names",
+                fmt::format("'{}' and '{}.{}' both become '{}'", it->second, l.name, p.name, name));
+          }
+        }
+      }
+    }
   } catch (const InputError& e) {
     if (overrides.empty()) throw;
     // The model loads without the user's values: they are the cause, so the error names them
