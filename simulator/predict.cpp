@@ -474,6 +474,22 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
     p.why.push_back(fmt::format("gradients: {} in {} tensors, {} collectives per step; {}",
                                 format_bytes(Bytes(p.gradient_bytes)), job.gradient_bytes.size(),
                                 p.groups, p.policy_description));
+    // BytePS's servers take what its key hash gives them, not an even share.
+    if (o.framework == "byteps" && job.nodes > 1 && setup.resolved.ps.servers > 1) {
+      std::vector<double> load(static_cast<std::size_t>(setup.resolved.ps.servers), 0.0);
+      const auto launcher = setup.policy->launcher(setup.resolved, job);
+      for (std::size_t t = 0; t < job.gradient_bytes.size(); ++t) {
+        for (const auto& g : launcher->ready(static_cast<int>(t), 0)) {
+          load.at(static_cast<std::size_t>(g.ps.server_offset)) += g.bytes;
+        }
+      }
+      const double busiest = *std::max_element(load.begin(), load.end());
+      p.why.push_back(fmt::format(
+          "byteps: its key hash gives the busiest of the {} servers {:.2f} times the mean load "
+          "({} of the {} each worker node pushes; docs/simulator.md, \"byteps\")",
+          load.size(), busiest * static_cast<double>(load.size()) / p.gradient_bytes,
+          format_bytes(Bytes(busiest)), format_bytes(Bytes(p.gradient_bytes))));
+    }
     std::string waits;
     if (!o.overlap) {
       waits = " (no overlap: every exchange waits for the whole backward pass)";
