@@ -193,9 +193,10 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
     if (const auto s = r.provenance.devices.find("gpu_multiprocessors");
         s != r.provenance.devices.end()) {
       const auto& v = s->second;
-      if (v.empty() || v.size() > 4 ||
-          !std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isdigit(c) != 0; }) ||
-          std::stoi(v) < 1 || std::stoi(v) > 1024) {
+      const bool digits =
+          !v.empty() && v.size() <= 4 &&
+          std::all_of(v.begin(), v.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+      if (!digits || std::stoi(v) < 1 || std::stoi(v) > 1024) {
         fail_at({}, "provenance.devices.gpu_multiprocessors",
                 fmt::format("must be an SM count in 1..1024, got '{}'", v));
       }

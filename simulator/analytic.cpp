@@ -278,17 +278,12 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
         c.latency = to_time(plan.latency.value());
         observers.emit(c);
         // NCCL's kernel on the compute's SMs: backward, slowed by a share r while the collective
-        // runs, ends L later, L = r (min(end, b + L) - start) (the DES's charges in closed form).
+        // runs, ends later (the DES's charge, the same closed form).
         const Time running = c.end - to_time(plan.time.value());  // after the cores' wait
-        if (const double r = planner.compute_share(g); r > 0 && running < backward_end) {
-          const double overlap = static_cast<double>(backward_end - running);
-          const double before_end = r < 1 ? r * overlap / (1 - r) : overlap + 1.0;
-          const double lost =
-              r < 1 && static_cast<double>(backward_end) + before_end <= static_cast<double>(c.end)
-                  ? before_end
-                  : r * static_cast<double>(c.end - running);
-          take(static_cast<Time>(std::llround(lost)), "NCCL_KERNEL_ON_COMPUTE");
-        }
+        const double lost = CollectivePlanner::compute_lost(
+            planner.compute_share(g), static_cast<double>(backward_end - running),
+            static_cast<double>(c.end - running));
+        if (lost > 0) take(static_cast<Time>(std::llround(lost)), "NCCL_KERNEL_ON_COMPUTE");
         t0 = c.end;
         if (g.copy_out && g.copies_on_compute) {
           copy_out += copy_out_time;  // finalize_backward, after the last collective

@@ -337,13 +337,8 @@ class DesStep {
       if (g.backward_done || g.iteration != iteration_) continue;
       b = std::max(b, g.backward_due + (shared_total_ - g.shared_seen));
     }
-    if (b <= now) return;
-    const double overlap = static_cast<double>(b - now);
-    const double before_end = r < 1 ? r * overlap / (1 - r) : overlap + 1.0;
-    const double lost = r < 1 && overlap + before_end <= static_cast<double>(quiet)
-                            ? before_end
-                            : r * static_cast<double>(quiet);
-    const auto t = static_cast<Time>(std::llround(lost));
+    const auto t = static_cast<Time>(std::llround(CollectivePlanner::compute_lost(
+        r, static_cast<double>(b - now), static_cast<double>(quiet))));
     if (t <= 0) return;
     obs_.emit({SpanKind::kHostShare, iteration_, -1, "NCCL_KERNEL_ON_COMPUTE", now, now + t});
     shared_total_ += t;

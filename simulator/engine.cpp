@@ -80,6 +80,15 @@ double CollectivePlanner::compute_share(const CommGroup& group) {
   return (1 - m) * sms + m * memory;
 }
 
+double CollectivePlanner::compute_lost(double r, double to_end, double duration) {
+  if (r <= 0 || to_end <= 0) return 0;
+  if (r < 1) {
+    const double before_end = r * to_end / (1 - r);
+    if (to_end + before_end <= duration) return before_end;
+  }
+  return r * duration;
+}
+
 const networks::CollectiveCost& CollectivePlanner::plan(const CommGroup& group) {
   auto key = group_key(group);
   // One whole tensor on one server: on a cluster of one kind of node every server costs the

@@ -94,6 +94,11 @@ class CollectivePlanner {
   // memory-bound ones, weighted by their shares of backward. 0 for a library without GPU
   // kernels and for parameter servers.
   double compute_share(const CommGroup& group);
+  // The compute that share r takes from a backward pass that would end `to_end` after the
+  // collective starts, the collective taking `duration`: L = r (min(duration, to_end + L)),
+  // i.e. r to_end / (1 - r) where backward still ends before the collective, else r duration
+  // (docs/simulator.md, "NCCL on the compute's SMs"). Any time unit.
+  static double compute_lost(double r, double to_end, double duration);
 
  private:
   const StepSetup& setup_;

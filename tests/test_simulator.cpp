@@ -780,20 +780,29 @@ TEST_CASE(
 
 namespace {
 
+// A cluster file in the temporary folder: `name`, a description, and the rest of the YAML;
+// its path.
+std::string test_cluster(const std::string& name, const std::string& description,
+                         const std::string& body) {
+  const auto path = std::filesystem::temp_directory_path() / (name + ".yaml");
+  std::ofstream(path) << fmt::format(
+      "kind: cluster\nname: {}\ndescription: {} (tests)\nsource: tests\nextends: default\n{}", name,
+      description, body);
+  return path.string();
+}
+
 // A cluster file of one node with two one-thread ranks on `cores` cores and an mpi library with
 // `host_cpu` (a YAML flow map, or empty for none), for the shared-cores tests.
 std::string two_ranks_on_cores(const std::string& tag, int cores, const std::string& host_cpu) {
   const auto name = fmt::format("dlsim-{}-{}-{}", tag, cores, host_cpu.empty() ? "none" : "cpu");
-  const auto path = std::filesystem::temp_directory_path() / (name + ".yaml");
-  std::ofstream(path) << fmt::format(
-      "kind: cluster\nname: {2}\ndescription: two ranks on {0} cores (tests)\n"
-      "source: tests\nextends: default\nnodes: 1\n"
-      "node:\n  extends: iris-v100x4\n  gpus: 2\n  host: {{cores: {0}}}\n  switches: []\n"
-      "  links: [[gpu*, cpu0, pcie], [nic0, cpu0, pcie]]\n"
-      "  gpu: {{extends: v100-sxm2-16gb, threads: 1, step_jitter: 0}}\n"
-      "library:\n  extends: mpi\n  name: {2}-mpi\n{1}",
-      cores, host_cpu.empty() ? "" : "  host_cpu: " + host_cpu + "\n", name);
-  return path.string();
+  return test_cluster(
+      name, fmt::format("two ranks on {} cores", cores),
+      fmt::format("nodes: 1\n"
+                  "node:\n  extends: iris-v100x4\n  gpus: 2\n  host: {{cores: {0}}}\n"
+                  "  switches: []\n  links: [[gpu*, cpu0, pcie], [nic0, cpu0, pcie]]\n"
+                  "  gpu: {{extends: v100-sxm2-16gb, threads: 1, step_jitter: 0}}\n"
+                  "library:\n  extends: mpi\n  name: {2}-mpi\n{1}",
+                  cores, host_cpu.empty() ? "" : "  host_cpu: " + host_cpu + "\n", name));
 }
 
 }  // namespace
@@ -877,16 +886,13 @@ namespace {
 // limited to one channel.
 std::string one_channel_on_sms(int sms) {
   const auto name = fmt::format("dlsim-sm-share-{}", sms);
-  const auto path = std::filesystem::temp_directory_path() / (name + ".yaml");
-  std::ofstream(path) << fmt::format(
-      "kind: cluster\nname: {0}\ndescription: NCCL on {1} SMs (tests)\nsource: tests\n"
-      "extends: default\nnodes: 2\n"
-      "node:\n  extends: iris-v100x4\n"
-      "  gpu: {{extends: v100-sxm2-16gb, step_jitter: 0, sm_count: {1}, "
-      "memory: {{bandwidth: \"900TB/s\"}}}}\n"
-      "library:\n  extends: nccl\n  name: {0}-nccl\n  max_channels: 1\n",
-      name, sms);
-  return path.string();
+  return test_cluster(
+      name, fmt::format("NCCL on {} SMs", sms),
+      fmt::format("nodes: 2\nnode:\n  extends: iris-v100x4\n"
+                  "  gpu: {{extends: v100-sxm2-16gb, step_jitter: 0, sm_count: {1}, "
+                  "memory: {{bandwidth: \"900TB/s\"}}}}\n"
+                  "library:\n  extends: nccl\n  name: {0}-nccl\n  max_channels: 1\n",
+                  name, sms));
 }
 
 // Collective spans and the backward pass, from a prediction's trace.
