@@ -818,6 +818,73 @@ void parse_bandwidth(const ConfigNode& b, TunerSpec& t, bool inherited) {
   b.finish();
 }
 
+// What the NCCL releases have, from NVIDIA/nccl's release tags: the tuner takes a library
+// file's tables as the release's own, so a file may not offer what its release did not have
+// (docs/hardware-format.md, "Libraries").
+struct Release {
+  int major = 0, minor = 0, patch = 0;
+  auto operator<=>(const Release&) const = default;
+};
+constexpr Release kNewestRelease{2, 30, 7};  // v2.30.7-1, the newest tag known to this table
+
+Release parse_release(const std::string& text) {
+  Release r;
+  char dot = 0;
+  std::istringstream in(text);
+  in >> r.major >> dot >> r.minor;
+  if (in >> dot) in >> r.patch;
+  return r;
+}
+
+void check_release(const ConfigNode& n, const LibrarySpec& lib) {
+  const auto& t = lib.tuner;
+  const Release r = parse_release(t.version);
+  // The error goes to the version where the file gives one, else to what it offers.
+  auto fail = [&](std::string_view key, const std::string& what) {
+    const auto at = n.has("version") ? n.child("version") : n.has(key) ? n.child(key) : n;
+    at.fail(what);
+  };
+  const bool known =
+      (r.major == 1 && r.minor <= 3) || (r.major == 2 && r.minor <= kNewestRelease.minor);
+  if (!known) {
+    fail("version", fmt::format("NCCL {} is not a release the tuner knows (1.0 to 1.3 and 2.0 to "
+                                "2.{}; the newest tag it knows is v{}.{}.{}-1)",
+                                t.version, kNewestRelease.minor, kNewestRelease.major,
+                                kNewestRelease.minor, kNewestRelease.patch));
+  }
+  struct Feature {
+    std::string_view key, name;
+    bool offered;
+    Release first;           // the first release tag that has it...
+    std::string_view since;  // ...in words
+  };
+  auto has_protocol = [&](std::string_view name) {
+    return std::any_of(lib.protocols.begin(), lib.protocols.end(),
+                       [&](const ProtocolSpec& p) { return p.name == name; });
+  };
+  auto has_algorithm = [&](std::string_view name) {
+    return std::find(t.algorithms.begin(), t.algorithms.end(), name) != t.algorithms.end();
+  };
+  const Feature features[] = {
+      {"protocols", "LL protocol", has_protocol("LL"), {2, 0, 0}, "not in NCCL 1"},
+      {"protocols", "LL128 protocol", has_protocol("LL128"), {2, 5, 6}, "first in 2.5.6"},
+      {"algorithms", "tree algorithm", has_algorithm("tree"), {2, 4, 2}, "first in 2.4.2"},
+      {"algorithms", "nvls algorithm", has_algorithm("nvls"), {2, 17, 1}, "first in 2.17.1"},
+      // getNetOverhead, src/graph/tuning.cc of v2.18.1-1
+      {"latency",
+       "network overhead",
+       t.network_overhead_intel.value() > 0 || t.network_overhead_amd.value() > 0,
+       {2, 18, 1},
+       "first in 2.18.1"},
+  };
+  for (const auto& f : features) {
+    if (f.offered && r < f.first) {
+      fail(f.key, fmt::format("NCCL {} has no {} ({}), which the file offers{}", t.version, f.name,
+                              f.since, n.has(f.key) ? "" : " by inheritance"));
+    }
+  }
+}
+
 LibrarySpec parse_library(const ConfigNode& n, const std::string& stem, Context& ctx) {
   LibrarySpec lib;
   const bool inherited = take_base<LibrarySpec>(n, "library", ctx, parse_library, lib);
@@ -931,6 +998,7 @@ LibrarySpec parse_library(const ConfigNode& n, const std::string& stem, Context&
           a));
     }
   }
+  check_release(n, lib);
   return lib;
 }
 
