@@ -5,8 +5,9 @@ What a user runs: torchvision's model, synthetic ImageNet-shaped data, cross-ent
 with momentum 0.9, DistributedDataParallel over the gloo backend (its default 25 MiB buckets,
 gradients averaged and overlapped with backward), one process per rank started with
 torch.multiprocessing, each with --threads intra-op threads. Warm-up steps first, then timed
-steps; a step's time is rank 0's wall clock from the start of its forward to the end of its
-optimizer step (every rank waits for the others in the gradient all-reduce).
+steps; a rank's step is its wall clock from the start of its forward to the end of its
+optimizer step (every rank waits for the others in the gradient all-reduce), and the job's
+step the shortest of its ranks' (job_steps: a rank that began the step early waits longer).
 
 Prints one JSON object: the configuration, the per-step times (s) and their mean, the
 throughput of all ranks (samples/s), PyTorch's version and the CPU. Needs Debian's
@@ -81,10 +82,28 @@ def run(rank, args, init_method, queue, local_rank=0):
         sync(args)
         if i >= args.warmup:
             (times if exchange else local).append(time.perf_counter() - t0)
+    # Every rank's steps, to rank 0: a job's step is its slowest rank's (below).
+    ranks_steps = [None] * args.ranks
+    dist.all_gather_object(ranks_steps, (times, local))
     if rank == 0 and queue is not None:
-        queue.put((times, local))
+        queue.put(ranks_steps)
     dist.barrier()
     dist.destroy_process_group()
+    return ranks_steps
+
+
+def job_steps(ranks_steps):
+    """The job's exchange steps and its no-exchange steps, from every rank's.
+
+    In a step with the exchange every rank ends when the all-reduce does, so the ranks' times
+    differ only by when each began. Under --paired a no-exchange step lets a faster rank run
+    ahead; in the exchange step after it, that rank waits out its lead as well as the slower
+    rank's slowness in that step: with no-exchange steps T and T + X, the faster rank times
+    T + 2X + E where the slower one, like a job of exchange steps, times T + X + E. So each
+    exchange step is the shortest of the ranks' (in an unpaired job they are alike), and each
+    no-exchange step the ranks' mean, the step of one rank beside the others."""
+    times = [min(step) for step in zip(*(t for t, _ in ranks_steps))]
+    local = [sum(step) / len(step) for step in zip(*(l for _, l in ranks_steps))]
     return times, local
 
 
@@ -141,7 +160,7 @@ def main():
             print(f"ddp_step.py: --launched needs RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT "
                   f"({e})", file=sys.stderr)
             return 2
-        times, local = run(rank, args, "env://", None, local_rank)
+        ranks_steps = run(rank, args, "env://", None, local_rank)
         if rank != 0:
             return 0
     else:
@@ -153,20 +172,24 @@ def main():
                      for r in range(args.ranks)]
             for proc in procs:
                 proc.start()
-            times, local = queue.get()
+            ranks_steps = queue.get()
             for proc in procs:
                 proc.join()
             if any(proc.exitcode != 0 for proc in procs):
                 print("ddp_step.py: a rank failed", file=sys.stderr)
                 return 1
+    times, local = job_steps(ranks_steps)
     mean = sum(times) / len(times)
     extra = {}
+    if args.ranks > 1:
+        extra = {"rank_step_times_s": [t for t, _ in ranks_steps]}
     if local:
         # The exchange's cost, measured pairwise: the no-exchange steps' median over the
         # exchange steps' median, both taken in the same processes, alternately (medians: one
         # step disturbed by the VM moves a mean of four by several per cent).
-        extra = {"no_sync_step_times_s": local, "no_sync_step_s": sum(local) / len(local),
-                 "paired_efficiency": statistics.median(local) / statistics.median(times)}
+        extra.update({"rank_no_sync_step_times_s": [l for _, l in ranks_steps],
+                      "no_sync_step_times_s": local, "no_sync_step_s": sum(local) / len(local),
+                      "paired_efficiency": statistics.median(local) / statistics.median(times)})
     print(json.dumps({
         "kind": "pytorch-ddp-step", "model": args.model, "batch_per_rank": args.batch,
         "ranks": args.ranks, "threads_per_rank": args.threads or torch.get_num_threads(), "backend": args.backend,
