@@ -101,12 +101,88 @@ class PsQueues {
       work_[r] = 0;
     }
     touched_.clear();
-    return end;
+    return std::max(end, server_chains(group, schedule, servers, ready, W, n_servers, pushers));
   }
 
  private:
   const StepSetup& setup_;
   CollectivePlanner& planner_;
+  // The queues above take all of an exchange's work when it is ready, as if its pull could use
+  // the server's outgoing link while its push still comes in. Each server also serves its
+  // exchanges in turn, push, sum and pull one after another: its incoming links (and its
+  // receiving socket) take the push when the exchange is ready, its memory the sum when the
+  // pushes are in, its outgoing links the pull when the sum is done. The end of the slowest
+  // server's pull (s); only the server's own links count here (the worker's are in the queues
+  // above), so each of these queues sees its exchanges in the order they are ready.
+  double server_chains(const CommGroup& group, const networks::Schedule& schedule,
+                       const std::vector<networks::PsServer>& servers, double ready, int W,
+                       int n_servers, int pushers) {
+    const auto& topo = *setup_.topo;
+    const auto& stream = topo.cluster().network.transport.stream_bandwidth;
+    const networks::Phase* push = nullptr;
+    const networks::Phase* pull = nullptr;
+    for (const auto& phase : schedule.phases) {
+      if (phase.transfers.empty()) continue;
+      const bool to_server = std::any_of(
+          servers.begin(), servers.end(),
+          [&](const networks::PsServer& sv) { return sv.vertex == phase.transfers.front().dst; });
+      const bool from_server = std::any_of(
+          servers.begin(), servers.end(),
+          [&](const networks::PsServer& sv) { return sv.vertex == phase.transfers.front().src; });
+      if (to_server && !push) push = &phase;
+      if (from_server && !pull) pull = &phase;
+    }
+    double last = ready;
+    for (std::size_t s_i = 0; s_i < servers.size(); ++s_i) {
+      const auto& sv = servers[s_i];
+      if (sv.bytes <= 0) continue;
+      const int slot = topo.slot_of(sv.vertex);
+      double at = ready;
+      // One stage's work on this server's own resources, queued from `at`; when it is done.
+      auto stage = [&](const networks::Phase* phase, bool inbound) {
+        double done = at;
+        auto queue = [&](std::size_t r, double seconds) {
+          if (r >= chain_busy_.size()) chain_busy_.resize(r + 1, 0.0);
+          double& busy = chain_busy_[r];
+          busy = std::max(busy, at) + seconds;
+          done = std::max(done, busy);
+        };
+        if (!phase) return done;
+        for (const auto& t : phase->transfers) {
+          if (t.src == t.dst || t.bytes <= 0) continue;
+          if ((inbound ? t.dst : t.src) != sv.vertex) continue;
+          const auto& r = route(t);
+          for (int id : r) {
+            const auto& l = topo.link(id);
+            if (topo.slot_of(inbound ? l.to : l.from) != slot) continue;  // not the server's
+            const int times = W > 1 ? mirror_->copies(id) : 1;
+            if (times == 0) continue;
+            queue(static_cast<std::size_t>(id), times * t.bytes / l.bandwidth.value());
+          }
+          if (inbound && phase->shared_receive && stream && t.socket >= 0 && t.socket < n_servers &&
+              topo.path_class(r) == hardware::PathClass::kNetwork) {
+            queue(sockets_ + static_cast<std::size_t>(t.socket),
+                  (W > 1 ? W : 1) * t.bytes / stream->value());
+          }
+        }
+        return done;
+      };
+      at = stage(push, true);
+      {
+        const std::size_t r = links_ + static_cast<std::size_t>(sv.vertex);
+        if (r >= chain_busy_.size()) chain_busy_.resize(r + 1, 0.0);
+        double& busy = chain_busy_[r];
+        busy =
+            std::max(busy, at) +
+            networks::ps_server_traffic(group.ps.apply_each, sv.bytes, pushers) / sv.memory.value();
+        at = busy;
+      }
+      at = stage(pull, false);
+      last = std::max(last, at);
+    }
+    return last;
+  }
+
   // Work (s) this exchange puts on each resource, and each resource's busy-until time (s): link
   // ids first, then one memory per vertex (links_ + vertex), then the receiving sockets
   // (sockets_ + socket).
@@ -123,6 +199,7 @@ class PsQueues {
   std::unique_ptr<NodeMirror> mirror_;  // decided at the first exchange
   networks::Communicator node0_;        // node 0's ranks
   std::vector<double> work_, busy_;
+  std::vector<double> chain_busy_;  // the servers' own resources, in turn (server_chains)
   std::size_t sockets_ = work_.size();
   // Then each node's SHM transport (shm_ + node), past every receiving socket: sockets number
   // the servers, then the pushers.

@@ -455,7 +455,10 @@ class DesStep {
   void send(int src, int dst, double bytes, std::function<void()> done) {
     send(src, dst, bytes, -1, std::move(done));
   }
-  void send(int src, int dst, double bytes, int socket, std::function<void()> done) {
+  // `latency` false: the transfer follows an earlier one on the same stream, whose latency it
+  // does not pay again (its bytes leave right behind the earlier one's).
+  void send(int src, int dst, double bytes, int socket, std::function<void()> done,
+            bool latency = true) {
     if (src == dst || bytes <= 0) {
       done();
       return;
@@ -478,27 +481,32 @@ class DesStep {
       }
       route = it->second;
     }
-    net_->start_on(*route, bytes, to_time(h.alpha), h.cap, std::move(done));
+    net_->start_on(*route, bytes, latency ? to_time(h.alpha) : 0, h.cap, std::move(done));
   }
   // A message on the connection from `src` to `dst` that carries one message at a time, in the
-  // order sent (PsOptions::ordered).
+  // order sent (PsOptions::ordered). The connection is a byte stream: a message queued behind
+  // another follows it on the wire, so only a message that finds the connection idle pays the
+  // route's latency and the transport's message overhead.
   void send_ordered(int src, int dst, double bytes, int socket, std::function<void()> done) {
     auto& c = connections_[{src, dst}];
     c.socket = socket;
     c.waiting.emplace_back(bytes, std::move(done));
-    if (!c.busy) next_on_connection(src, dst);
+    if (!c.busy) next_on_connection(src, dst, true);
   }
   // Sends the connection's oldest waiting message, if any, and the next when it has arrived.
-  void next_on_connection(int src, int dst) {
+  void next_on_connection(int src, int dst, bool idle) {
     auto& c = connections_[{src, dst}];
     c.busy = !c.waiting.empty();
     if (!c.busy) return;
     auto [bytes, done] = std::move(c.waiting.front());
     c.waiting.pop_front();
-    send(src, dst, bytes, c.socket, [this, src, dst, done = std::move(done)] {
-      done();
-      next_on_connection(src, dst);
-    });
+    send(
+        src, dst, bytes, c.socket,
+        [this, src, dst, done = std::move(done)] {
+          done();
+          next_on_connection(src, dst, false);
+        },
+        idle);
   }
   // `socket`: the receiving process (server s, or worker node servers + p), whose one socket
   // all its network messages share under PsOptions::shared_receive.

@@ -236,8 +236,9 @@ TEST_CASE("byteps_bulk_synchronous_exchange_is_the_busiest_nic_plus_one_partitio
   // With ordered connections the pulls of early partitions overlap later pushes, so after the
   // backward pass the exchange takes the busier side, max(M / B, n max_s L_s / B), plus at most
   // the last partition P going out and coming back on one connection at min(B / k, B / n)
-  // (docs/networks.md, "BytePS"); with one server that bound is the time (3 %). Relative
-  // tolerances throughout (scale 0).
+  // (docs/networks.md, "BytePS"). With one server the pushes keep its NIC busy to the end and
+  // the pulls, a byte stream behind them, lag by one partition: the time is the busier side
+  // plus P coming back (1 %). Relative tolerances throughout (scale 0).
   const auto c = dlsim::hardware::load_cluster("default");
   const double B = c.network.port.bandwidth.value() * c.network.transport.efficiency;
   const double P = 4'096'000;
@@ -270,8 +271,16 @@ TEST_CASE("byteps_bulk_synchronous_exchange_is_the_busiest_nic_plus_one_partitio
     CAPTURE(k);
     CHECK(p.communication_s >= busiest);
     CHECK(p.communication_s <= (busiest + fill) * 1.03);
+    // The analytic engine: its servers serve push, sum and pull in turn (docs/simulator.md,
+    // "The analytic engine"), so it keeps the pull's lag too.
+    o.engine = sim::Engine::kAnalytic;
+    const auto a = sim::predict(o);
+    CHECK(a.communication_s >= busiest);
+    CHECK(a.communication_s <= (busiest + fill) * 1.03);
+    CAPTURE(a.communication_s);
     if (k == 1) {
-      CHECK(p.communication_s == dlsim_test::approx(busiest + fill).epsilon(0.03));
+      CHECK(p.communication_s == dlsim_test::approx(busiest + fill / 2).epsilon(0.01));
+      CHECK(a.communication_s == dlsim_test::approx(busiest + fill / 2).epsilon(0.01));
     } else {
       // predict says how uneven the hash left the servers.
       const auto share = fmt::format("the busiest of the {} servers {:.2f} times the mean load", k,
