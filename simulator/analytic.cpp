@@ -142,10 +142,7 @@ class PsQueues {
       auto stage = [&](const networks::Phase* phase, bool inbound) {
         double done = at;
         auto queue = [&](std::size_t r, double seconds) {
-          if (r >= chain_busy_.size()) chain_busy_.resize(r + 1, 0.0);
-          double& busy = chain_busy_[r];
-          busy = std::max(busy, at) + seconds;
-          done = std::max(done, busy);
+          done = std::max(done, chain(r, at, seconds));
         };
         if (!phase) return done;
         for (const auto& t : phase->transfers) {
@@ -168,19 +165,21 @@ class PsQueues {
         return done;
       };
       at = stage(push, true);
-      {
-        const std::size_t r = links_ + static_cast<std::size_t>(sv.vertex);
-        if (r >= chain_busy_.size()) chain_busy_.resize(r + 1, 0.0);
-        double& busy = chain_busy_[r];
-        busy =
-            std::max(busy, at) +
-            networks::ps_server_traffic(group.ps.apply_each, sv.bytes, pushers) / sv.memory.value();
-        at = busy;
-      }
+      at = chain(
+          links_ + static_cast<std::size_t>(sv.vertex), at,
+          networks::ps_server_traffic(group.ps.apply_each, sv.bytes, pushers) / sv.memory.value());
       at = stage(pull, false);
       last = std::max(last, at);
     }
     return last;
+  }
+
+  // Resource r of a server's chain takes `seconds` of work from `from` on; when it is done.
+  double chain(std::size_t r, double from, double seconds) {
+    if (r >= chain_busy_.size()) chain_busy_.resize(r + 1, 0.0);
+    double& busy = chain_busy_[r];
+    busy = std::max(busy, from) + seconds;
+    return busy;
   }
 
   // Work (s) this exchange puts on each resource, and each resource's busy-until time (s): link
