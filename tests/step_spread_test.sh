@@ -2,7 +2,8 @@
 # tests/step_spread.py against closed forms: the relative standard deviation (sample standard
 # deviation over the mean, in %) of the timed steps it finds in a calibration's results and in
 # ddp_step.py's JSON, the steps' spread and the ranks' forward-pass imbalance of a replay, and
-# one line with exit code 2 for a file that cannot be read.
+# one line with exit code 2 for a file that cannot be read; and ddp_step.py's job step from its
+# ranks' steps.
 # Usage: step_spread_test.sh REPO_ROOT
 set -u
 root=$1
@@ -58,5 +59,20 @@ rc=$?
 if [[ $rc -ne 2 || $out != "step_spread.py: $tmp/missing.jsonl: No such file or directory" ]]; then
   echo "step_spread: a missing file gave exit $rc and '$out'"
   fail=1
+fi
+# ddp_step.py's job step from every rank's (job_steps): ranks with no-exchange steps T = 1 s and
+# T + X = 1.1 s and an exchange of E = 0.05 s. After a no-exchange step the faster rank waits
+# out its lead too, T + 2X + E = 1.25 s, the slower T + X + E = 1.15 s: the job's exchange step
+# is 1.15 s and its no-exchange step the ranks' mean, 1.05 s. Needs Debian's python3-torch
+# (ddp_step.py imports it); without it the check is left out.
+if "$python" -c 'import torch, torchvision' 2>/dev/null; then
+  got=$(cd "$root/validate/torch" && "$python" -c '
+import ddp_step
+times, local = ddp_step.job_steps([([1.25, 1.25], [1.0, 1.0]), ([1.15, 1.15], [1.1, 1.1])])
+print(" ".join(f"{v:.3f}" for v in times + local))') || got="failed"
+  if [[ $got != "1.150 1.150 1.050 1.050" ]]; then
+    echo "step_spread: ddp_step.job_steps gave '$got', want '1.150 1.150 1.050 1.050'"
+    fail=1
+  fi
 fi
 exit $fail
