@@ -264,4 +264,14 @@ Seconds small_allreduce_time(const networks::Communicator& comm, Bytes bytes) {
   return networks::collective_algorithms().at("hd").make()->cost(req, comm).time;
 }
 
+Seconds small_broadcast_time(const networks::Communicator& comm, Bytes bytes) {
+  if (comm.size() < 2) return Seconds(0);
+  networks::CollectiveRequest req;
+  req.op = networks::CollectiveOp::kBroadcast;
+  req.size = bytes;
+  // Open MPI's coll/tuned broadcasts small messages down a binomial tree (the hd algorithm's
+  // broadcast, rooted at rank 0).
+  return networks::collective_algorithms().at("hd").make()->cost(req, comm).time;
+}
+
 }  // namespace dlsim::simulator

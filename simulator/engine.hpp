@@ -112,6 +112,8 @@ class CollectivePlanner {
 
 // A small allreduce's time on the job (Horovod's negotiation over MPI: recursive doubling).
 Seconds small_allreduce_time(const networks::Communicator& comm, Bytes bytes);
+// A small broadcast's time on the job from rank 0 (a binomial tree: ceil(log2 p) rounds).
+Seconds small_broadcast_time(const networks::Communicator& comm, Bytes bytes);
 
 struct EngineRun {
   std::uint64_t events = 0;  // DES only

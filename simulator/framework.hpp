@@ -37,13 +37,14 @@ struct CommGroup {
 // Settings a user may give a policy; each policy takes the ones it documents and refuses the
 // others, naming the flag.
 struct FrameworkOptions {
-  std::optional<Bytes> fusion_threshold;  // horovod, keras
-  std::optional<Seconds> cycle_time;      // horovod, keras
-  std::optional<Bytes> bucket_cap;        // pytorch-ddp
-  std::optional<Bytes> first_bucket;      // pytorch-ddp
-  std::optional<std::string> mode;        // tf-ps: parameter_server | distributed_replicated;
-                                          // mxnet-kvstore: device | dist_sync
-  std::optional<int> ps_servers;          // tf-ps, mxnet-kvstore dist_sync
+  std::optional<Bytes> fusion_threshold;   // horovod, keras
+  std::optional<Seconds> cycle_time;       // horovod, keras
+  std::optional<std::string> negotiation;  // horovod, keras: cache | gather
+  std::optional<Bytes> bucket_cap;         // pytorch-ddp
+  std::optional<Bytes> first_bucket;       // pytorch-ddp
+  std::optional<std::string> mode;         // tf-ps: parameter_server | distributed_replicated;
+                                           // mxnet-kvstore: device | dist_sync
+  std::optional<int> ps_servers;           // tf-ps, mxnet-kvstore dist_sync
   std::optional<bool> ps_on_gpu;
   std::optional<bool> ps_colocated;
   std::optional<Bytes> partition_bytes;  // byteps
@@ -68,6 +69,9 @@ struct JobInfo {
   // A small allreduce of `bytes` across the job with the fastest protocol (the coordination
   // messages of Horovod's negotiation).
   std::function<Seconds(Bytes)> small_allreduce;
+  // A binomial-tree broadcast of `bytes` from rank 0 over the job (MPI's, for messages this
+  // small): the rounds of Horovod's negotiation through rank 0.
+  std::function<Seconds(Bytes)> small_broadcast;
 };
 
 // One step's gradient exchange as the framework runs it: told when each tensor is ready on every

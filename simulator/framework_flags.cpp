@@ -44,6 +44,11 @@ void add_runtime_flags(CLI::App* c, FrameworkFlags& f) {
   c->add_flag("--host-staging", f.host_staging,
               "horovod, keras with --library mpi: GPU tensors are allreduced in host memory "
               "(Horovod built without HOROVOD_GPU_ALLREDUCE), copied there and back");
+  c->add_option("--negotiation", f.negotiation,
+                "horovod, keras: how the ranks agree on ready tensors each cycle: cache (the "
+                "response cache's bit-vector allreduce, Horovod 0.17 on), gather "
+                "(HOROVOD_CACHE_CAPACITY=0, or 0.16: rank 0 gathers the requests and "
+                "broadcasts the responses)");
 }
 
 FrameworkOptions parse_framework_flags(const FrameworkFlags& f) {
@@ -64,6 +69,7 @@ FrameworkOptions parse_framework_flags(const FrameworkFlags& f) {
     fw.first_bucket = positive<Bytes>(f.first_bucket, "--first-bucket", parse_bytes);
   }
   if (!f.mode.empty()) fw.mode = f.mode;
+  if (!f.negotiation.empty()) fw.negotiation = f.negotiation;
   if (!f.partition.empty()) {
     fw.partition_bytes = positive<Bytes>(f.partition, "--partition", parse_bytes);
   }

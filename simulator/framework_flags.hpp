@@ -14,7 +14,7 @@ namespace dlsim::simulator {
 // As given (empty or nullopt: not given). Sizes and times stay text until parsed with their unit.
 struct FrameworkFlags {
   std::string fusion_threshold, cycle_time, bucket_cap, first_bucket, mode, ps_placement, ps_device,
-      partition;
+      partition, negotiation;
   std::optional<int> ps_servers;
   bool xla = false;
   bool host_staging = false;
@@ -23,9 +23,9 @@ struct FrameworkFlags {
 // Declares the flags on `command`.
 void add_framework_flags(CLI::App* command, FrameworkFlags& flags);
 
-// Declares --xla (TensorFlow's XLA auto-clustering) and --host-staging (Horovod's allreduce of
-// GPU tensors in host memory) on a command that predicts a framework's step; the replay, which
-// runs its own exchange, declares neither.
+// Declares --xla (TensorFlow's XLA auto-clustering), --host-staging (Horovod's allreduce of GPU
+// tensors in host memory) and --negotiation (Horovod's controller) on a command that predicts a
+// framework's step; the replay, which runs its own exchange, declares none of them.
 void add_runtime_flags(CLI::App* command, FrameworkFlags& flags);
 
 // A bad value is an InputError naming its flag (--fusion-threshold, ...).

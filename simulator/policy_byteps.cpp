@@ -26,6 +26,7 @@ class Byteps : public FrameworkPolicy {
     const std::string name = "byteps";
     refuse(o.fusion_threshold.has_value(), "--fusion-threshold", name);
     refuse(o.cycle_time.has_value(), "--cycle-time", name);
+    refuse(o.negotiation.has_value(), "--negotiation", name);
     refuse(o.bucket_cap.has_value(), "--bucket-cap", name);
     refuse(o.first_bucket.has_value(), "--first-bucket", name);
     refuse(o.mode.has_value(), "--mode", name);

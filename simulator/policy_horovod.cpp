@@ -17,10 +17,22 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
+// Bytes on the wire of Horovod's negotiation messages (flatbuffers tables of
+// horovod/common/wire/message.fbs, 0.16-0.19): a Request about 64 bytes besides its tensor's
+// name, a Response about 48 bytes and 16 per tensor besides the names. Horovod names a tensor
+// after its framework's (horovod.torch: "allreduce." + the parameter's name).
+constexpr double kRequestBytes = 64, kResponseBytes = 48, kResponsePerTensor = 16;
+constexpr double kNamePrefix = 10;  // "allreduce."
+
 class HorovodLauncher : public GradientLauncher {
  public:
-  HorovodLauncher(const JobInfo& job, networks::PsOptions ps, double threshold, Time cycle)
-      : job_(job), ps_(std::move(ps)), threshold_(threshold), cycle_(cycle) {}
+  HorovodLauncher(const JobInfo& job, networks::PsOptions ps, double threshold, Time cycle,
+                  std::string negotiation)
+      : job_(job),
+        ps_(std::move(ps)),
+        threshold_(threshold),
+        cycle_(cycle),
+        negotiation_(std::move(negotiation)) {}
 
   std::vector<CommGroup> ready(int t, Time) override {
     waiting_.push_back(t);
@@ -49,19 +61,48 @@ class HorovodLauncher : public GradientLauncher {
       g.ps = ps_;
       g.ps.tensors = {g.bytes};
     }
-    // One bit per tensor of the response cache, allreduced once per cycle.
-    const auto bits = static_cast<double>(job_.gradient_bytes.size());
-    out.front().negotiate =
-        job_.gpus > 1 ? job_.small_allreduce(Bytes(std::ceil(bits / 8))) : Seconds(0);
+    if (job_.gpus > 1) out.front().negotiate = negotiation(out);
     waiting_.clear();
     return out;
   }
 
  private:
+  // This cycle's agreement on the tensors `waiting_` (docs/simulator.md, "horovod").
+  Seconds negotiation(const std::vector<CommGroup>& responses) const {
+    if (negotiation_ == "cache") {
+      // One bit per tensor of the response cache, allreduced once per cycle.
+      const auto bits = static_cast<double>(job_.gradient_bytes.size());
+      return job_.small_allreduce(Bytes(std::ceil(bits / 8)));
+    }
+    double names = 0;
+    for (int t : waiting_) names += kNamePrefix + name_bytes(t);
+    const auto k = static_cast<double>(waiting_.size());
+    const double requests = k * kRequestBytes + names;
+    const double response =
+        static_cast<double>(responses.size()) * kResponseBytes + k * kResponsePerTensor + names;
+    const double p = job_.gpus;
+    const double rounds = std::ceil(std::log2(p));
+    // Rank 0 as coordinator (horovod/common/mpi/mpi_controller.cc of v0.19.0, operations.cc of
+    // v0.16.0; from 0.17 with HOROVOD_CACHE_CAPACITY=0): MPI_Gather of each
+    // rank's message length, MPI_Gatherv of the requests, MPI_Bcast of the response list's
+    // length and of the list. A binomial gather of m bytes from each rank takes the tree's
+    // rounds of latency and (p - 1) m bytes into rank 0: a binomial broadcast of
+    // (p - 1) m / rounds.
+    const auto gather = [&](double m) { return job_.small_broadcast(Bytes((p - 1) * m / rounds)); };
+    return gather(4) + gather(requests) + job_.small_broadcast(Bytes(4)) +
+           job_.small_broadcast(Bytes(response));
+  }
+  double name_bytes(int t) const {
+    const auto i = static_cast<std::size_t>(t);
+    return i < job_.gradient_names.size() ? static_cast<double>(job_.gradient_names[i].size())
+                                          : 0.0;
+  }
+
   const JobInfo& job_;
   networks::PsOptions ps_;
   double threshold_;
   Time cycle_;
+  std::string negotiation_;
   std::vector<int> waiting_;
 };
 
@@ -81,6 +122,12 @@ class Horovod : public FrameworkPolicy {
     const Bytes threshold = o.fusion_threshold.value_or(Bytes(128 * kMiB));
     const Seconds cycle = o.cycle_time.value_or(Seconds(1e-3));
     if (cycle.value() < 0) fail_at({}, "--cycle-time", "must be zero or positive");
+    p.params.negotiation = o.negotiation.value_or("cache");
+    if (*p.params.negotiation != "cache" && *p.params.negotiation != "gather") {
+      fail_at({}, "--negotiation",
+              fmt::format("unknown negotiation '{}' (cache, gather)", *p.params.negotiation));
+    }
+    p.settings["negotiation"] = *p.params.negotiation;
     p.params.fusion_threshold = threshold;
     p.params.cycle_time = cycle;
     p.settings["fusion_threshold"] = format_bytes(threshold);
@@ -93,6 +140,9 @@ class Horovod : public FrameworkPolicy {
                   "{}: tensor fusion up to {}, no cycle wait (HOROVOD_CYCLE_TIME=0), {} "
                   "allreduce",
                   name_, format_bytes(threshold), p.strategy);
+    if (*p.params.negotiation == "gather") {
+      p.description += ", negotiation by rank 0's gather and broadcast (no response cache)";
+    }
     apply_xla(o, name_, p);
     if (o.host_staging) {
       p.params.host_staging = true;
@@ -105,7 +155,8 @@ class Horovod : public FrameworkPolicy {
   std::unique_ptr<GradientLauncher> launcher(const ResolvedPolicy& p,
                                              const JobInfo& job) const override {
     return std::make_unique<HorovodLauncher>(job, p.ps, p.params.fusion_threshold->value(),
-                                             to_time(p.params.cycle_time->value()));
+                                             to_time(p.params.cycle_time->value()),
+                                             p.params.negotiation.value_or("cache"));
   }
 
   Bytes buffer_bytes(const ResolvedPolicy& p, const JobInfo&) const override {

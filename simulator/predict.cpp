@@ -327,6 +327,11 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
     if (added) it->second = small_allreduce_time(setup.comm, b);
     return it->second;
   };
+  job.small_broadcast = [&setup, cache = std::make_shared<std::map<double, Seconds>>()](Bytes b) {
+    auto [it, added] = cache->try_emplace(b.value());
+    if (added) it->second = small_broadcast_time(setup.comm, b);
+    return it->second;
+  };
 
   Observers observers;
   Breakdown breakdown;

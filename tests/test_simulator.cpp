@@ -21,6 +21,7 @@
 #include "networks/collective.hpp"
 #include "networks/placement.hpp"
 #include "simulator/compute.hpp"
+#include "simulator/engine.hpp"
 #include "simulator/flow_network.hpp"
 #include "simulator/framework.hpp"
 #include "simulator/kernel.hpp"
@@ -359,6 +360,56 @@ TEST_CASE("horovod_with_a_cycle_time_of_zero_negotiates_each_tensor_as_it_is_rea
   auto o = options("resnet50", 16);
   o.framework_options.cycle_time = Seconds(-1e-3);
   CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--cycle-time"), dlsim::InputError);
+}
+
+TEST_CASE("horovod_without_the_response_cache_negotiates_through_rank_0") {
+  // --negotiation gather (HOROVOD_CACHE_CAPACITY=0; docs/simulator.md, "horovod"): a cycle's
+  // negotiation is an MPI_Gather of 4 bytes, an MPI_Gatherv of the requests, and two MPI_Bcast
+  // (4 bytes, the responses), binomial trees from rank 0; a gather of m bytes a rank costs a
+  // broadcast of (p - 1) m / ceil(log2 p). Without overlap and without fusion every tensor is
+  // ready at once: one negotiation of all T tensors, T responses. Requests 64 bytes, responses
+  // 48 bytes and 16 per tensor, each name "allreduce." + the parameter's name.
+  const auto cluster = dlsim::hardware::load_cluster("default");
+  dlsim::networks::PlacementRequest pr;
+  pr.gpus = 16;
+  const auto placement = dlsim::networks::place(cluster, pr);
+  const dlsim::networks::Topology topo(cluster, placement.nodes);
+  const auto comm = dlsim::networks::make_communicator(topo, placement);
+  const auto stats =
+      dlsim::model::analyze(dlsim::model::load_model("resnet50"), 1, dlsim::Precision::kFp32);
+  const auto T = static_cast<double>(stats.gradients.size());
+  double names = 0;
+  for (const auto& g : stats.gradients) names += 10 + static_cast<double>(g.parameter.size());
+  const double p = 16, rounds = 4;
+  const auto bcast = [&](double b) { return sim::small_broadcast_time(comm, Bytes(b)).value(); };
+  const double want = bcast((p - 1) * 4 / rounds) + bcast((p - 1) * (64 * T + names) / rounds) +
+                      bcast(4) + bcast(48 * T + 16 * T + names);
+
+  struct Negotiations : sim::StepObserver {
+    std::vector<double> seconds;
+    void on_span(const sim::Span& s) override {
+      if (s.iteration == 0 && s.kind == sim::SpanKind::kNegotiate) {
+        seconds.push_back(sim::to_seconds(s.end - s.begin));
+      }
+    }
+  };
+  auto o = options("resnet50", 16);
+  o.overlap = false;
+  o.framework_options.fusion_threshold = Bytes(0);
+  o.framework_options.negotiation = "gather";
+  Negotiations seen;
+  const auto gathered = sim::predict(o, &seen);
+  REQUIRE(seen.seconds.size() == 1);
+  CHECK(seen.seconds.front() == dlsim_test::approx(want).epsilon(1e-9));
+  CHECK(gathered.policy_description.find("gather and broadcast") != std::string::npos);
+  // With the cache, the same cycle is one bit-vector allreduce, far cheaper.
+  o.framework_options.negotiation = "cache";
+  Negotiations cached;
+  sim::predict(o, &cached);
+  REQUIRE(cached.seconds.size() == 1);
+  CHECK(cached.seconds.front() < want / 2);
+  o.framework_options.negotiation = "p2p";
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--negotiation"), dlsim::InputError);
 }
 
 TEST_CASE("one_worker_node_stands_for_every_alike_node_in_the_des") {
