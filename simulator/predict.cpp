@@ -322,16 +322,15 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   setup.topo = std::make_unique<networks::Topology>(cluster, job_nodes.nodes, o.rails.value_or(0));
   setup.comm = networks::make_communicator(*setup.topo, placement, job_nodes.server_slots);
   // Negotiation messages repeat every cycle with the same size: cost each size once.
-  job.small_allreduce = [&setup, cache = std::make_shared<std::map<double, Seconds>>()](Bytes b) {
-    auto [it, added] = cache->try_emplace(b.value());
-    if (added) it->second = small_allreduce_time(setup.comm, b);
-    return it->second;
+  const auto once_per_size = [&setup](Seconds (*cost)(const networks::Communicator&, Bytes)) {
+    return [&setup, cost, cache = std::make_shared<std::map<double, Seconds>>()](Bytes b) {
+      auto [it, added] = cache->try_emplace(b.value());
+      if (added) it->second = cost(setup.comm, b);
+      return it->second;
+    };
   };
-  job.small_broadcast = [&setup, cache = std::make_shared<std::map<double, Seconds>>()](Bytes b) {
-    auto [it, added] = cache->try_emplace(b.value());
-    if (added) it->second = small_broadcast_time(setup.comm, b);
-    return it->second;
-  };
+  job.small_allreduce = once_per_size(small_allreduce_time);
+  job.small_broadcast = once_per_size(small_broadcast_time);
 
   Observers observers;
   Breakdown breakdown;
