@@ -86,7 +86,7 @@ for rate in 1gbit 10gbit; do
       { cat "$OUT/fit-$rate-$b.log"; exit 1; }
     say "launching $MODEL batch $b on 2 nodes at $rate"
     "$DLVAL" launch --framework pytorch-ddp --model "$MODEL" --nodes 2 --batch "$b" \
-      --steps 4 --warmup 1 --threads 1 --python "$PYTHON" --partition debug --time 20:00 \
+      --steps 4 --warmup 1 --threads 1 --python "$PYTHON" --partition debug --time 8:00 \
       --output-dir "$OUT/runs-$rate" --job-name "ddp-$rate" --submit --wait --poll 1 \
       --cluster "$OUT/emulated-$rate-$b.yaml" --source-id "emulated-$rate" \
       --results "$OUT/launched.csv" --cases-out "$OUT/cases-$rate-$b.yaml" \

@@ -88,8 +88,25 @@ def run(rank, args, init_method, queue, local_rank=0):
     if rank == 0 and queue is not None:
         queue.put(ranks_steps)
     dist.barrier()
-    dist.destroy_process_group()
     return ranks_steps
+
+
+def leave(code):
+    """Ends a rank's process without PyTorch 1.13's teardown of DDP and gloo: freeing the
+    Reducer frees the process group, whose destructor joins gloo's worker threads while holding
+    the GIL, and a worker still freeing a tensor of the last collective waits for the GIL (both
+    threads seen so in gdb on a rank that never exited, its job holding both nodes until Slurm's
+    time limit). Everything a rank reports is written and flushed before this."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def spawned(rank, args, init_method, queue):
+    """One rank started by torch.multiprocessing: it hands its steps over (rank 0 through the
+    queue, a pipe written before put returns) and leaves."""
+    run(rank, args, init_method, queue)
+    leave(0)
 
 
 def job_steps(ranks_steps):
@@ -162,13 +179,13 @@ def main():
             return 2
         ranks_steps = run(rank, args, "env://", None, local_rank)
         if rank != 0:
-            return 0
+            leave(0)
     else:
         ctx = mp.get_context("spawn")
         queue = ctx.SimpleQueue()
         with tempfile.TemporaryDirectory() as d:
             init_file = "file://" + os.path.join(d, "init")
-            procs = [ctx.Process(target=run, args=(r, args, init_file, queue))
+            procs = [ctx.Process(target=spawned, args=(r, args, init_file, queue))
                      for r in range(args.ranks)]
             for proc in procs:
                 proc.start()
@@ -199,6 +216,8 @@ def main():
         "step_s": mean, "samples_per_s": args.batch * args.ranks / mean,
         "torch": torch.__version__, "torchvision": torchvision.__version__, "cpu": cpu_model(),
         "cores": os.cpu_count(), **extra}))
+    if args.launched:
+        leave(0)  # rank 0 of a launched job still holds gloo's threads
     return 0
 
 
