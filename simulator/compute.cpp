@@ -287,6 +287,12 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
   return p;
 }
 
+Seconds fp16_cast_time(const hardware::GpuSpec& gpu, std::int64_t elements, Bytes wide) {
+  return kernel_time(Flops(0), Bytes(static_cast<double>(elements) * (wide.value() + 2.0)),
+                     gpu.peak_for(Precision::kFp32), gpu.gemm, gpu.memory_bandwidth, gpu.memory,
+                     gpu.kernel_launch);
+}
+
 MemoryUse memory_use(const model::ModelStats& stats, const ComputeOptions& options, Bytes buffers) {
   const double params = static_cast<double>(stats.params);
   MemoryUse m;

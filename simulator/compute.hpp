@@ -86,6 +86,11 @@ std::optional<std::pair<Seconds, Seconds>> measured_layer(
     TrainingPrecision precision = TrainingPrecision::kFp32);
 
 // `stats` must have been analysed at activation_precision(options.precision).
+// One gradient of `elements` cast between `wide`-byte floats and float16, either way (the
+// gradient compression's casts, docs/simulator.md "Gradient compression"): a memory-bound
+// kernel reading one and writing the other, eq. "roofline" with the fp32 peak.
+Seconds fp16_cast_time(const hardware::GpuSpec& gpu, std::int64_t elements, Bytes wide);
+
 ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::GpuSpec& gpu,
                                const ComputeOptions& options);
 

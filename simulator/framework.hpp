@@ -48,6 +48,10 @@ struct FrameworkOptions {
   std::optional<bool> ps_on_gpu;
   std::optional<bool> ps_colocated;
   std::optional<Bytes> partition_bytes;  // byteps
+  // horovod, keras, byteps: the optimizer wrapper's gradient compression (none | fp16): fp16
+  // casts every floating gradient wider than 2 bytes to float16 before the exchange and back
+  // after it (Compression.fp16 of horovod.tensorflow / horovod.torch and of byteps).
+  std::optional<std::string> compression;
   // horovod, keras, byteps: TensorFlow compiles the step with XLA auto-clustering, so the
   // gradients leave the compiled backward pass together (docs/simulator.md, "XLA").
   bool xla = false;
@@ -141,6 +145,11 @@ networks::PsOptions ps_options(const FrameworkOptions& o, int servers);
 // Shared by the policies whose exchange runs as TensorFlow custom ops (horovod, keras, byteps):
 // under XLA auto-clustering (`options.xla`) every exchange waits for the backward pass.
 void apply_xla(const FrameworkOptions& options, const std::string& framework, ResolvedPolicy& p);
+// --compression for the frameworks whose optimizer wrapper takes Horovod's Compression
+// (none | fp16): checks the name and records it in `p`'s settings and description.
+void apply_compression(const FrameworkOptions& options, ResolvedPolicy& p);
+// Whether a resolved policy casts the gradients to fp16 for the exchange.
+bool compresses_fp16(const ResolvedPolicy& p);
 
 // Shared by policies: rejects an option the policy does not take.
 void refuse(bool given, const std::string& flag, const std::string& framework);

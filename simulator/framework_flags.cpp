@@ -49,6 +49,10 @@ void add_runtime_flags(CLI::App* c, FrameworkFlags& f) {
                 "response cache's bit-vector allreduce, Horovod 0.17 on), gather "
                 "(HOROVOD_CACHE_CAPACITY=0, or 0.16: rank 0 gathers the requests and "
                 "broadcasts the responses)");
+  c->add_option("--compression", f.compression,
+                "horovod, keras, byteps: the DistributedOptimizer's compression: none, or fp16 "
+                "(Compression.fp16: gradients cast to float16 before the exchange and back "
+                "after it, on the compute stream)");
 }
 
 FrameworkOptions parse_framework_flags(const FrameworkFlags& f) {
@@ -70,6 +74,7 @@ FrameworkOptions parse_framework_flags(const FrameworkFlags& f) {
   }
   if (!f.mode.empty()) fw.mode = f.mode;
   if (!f.negotiation.empty()) fw.negotiation = f.negotiation;
+  if (!f.compression.empty()) fw.compression = f.compression;
   if (!f.partition.empty()) {
     fw.partition_bytes = positive<Bytes>(f.partition, "--partition", parse_bytes);
   }

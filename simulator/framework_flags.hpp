@@ -14,7 +14,7 @@ namespace dlsim::simulator {
 // As given (empty or nullopt: not given). Sizes and times stay text until parsed with their unit.
 struct FrameworkFlags {
   std::string fusion_threshold, cycle_time, bucket_cap, first_bucket, mode, ps_placement, ps_device,
-      partition, negotiation;
+      partition, negotiation, compression;
   std::optional<int> ps_servers;
   bool xla = false;
   bool host_staging = false;
@@ -24,8 +24,9 @@ struct FrameworkFlags {
 void add_framework_flags(CLI::App* command, FrameworkFlags& flags);
 
 // Declares --xla (TensorFlow's XLA auto-clustering), --host-staging (Horovod's allreduce of GPU
-// tensors in host memory) and --negotiation (Horovod's controller) on a command that predicts a
-// framework's step; the replay, which runs its own exchange, declares none of them.
+// tensors in host memory), --negotiation (Horovod's controller) and --compression (the optimizer
+// wrapper's fp16 casts) on a command that predicts a framework's step; the replay, which runs its
+// own exchange, declares none of them.
 void add_runtime_flags(CLI::App* command, FrameworkFlags& flags);
 
 // A bad value is an InputError naming its flag (--fusion-threshold, ...).

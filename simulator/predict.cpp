@@ -276,6 +276,16 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
                                  gradient_element(copt.precision).value());
   }
   setup.resolved = policy->resolve(o.framework_options, o.strategy, job);
+  // Compression.fp16 (docs/simulator.md, "Gradient compression"): with more than one GPU the
+  // optimizer wrapper casts each gradient wider than 2 bytes to float16 for the exchange, so
+  // 2 bytes per element travel; one GPU exchanges nothing and casts nothing.
+  const double wide = gradient_element(copt.precision).value();
+  const bool casts = compresses_fp16(setup.resolved) && wide > 2 && o.gpus > 1;
+  if (casts) {
+    for (std::size_t t = 0; t < job.gradient_bytes.size(); ++t) {
+      job.gradient_bytes[t] = static_cast<double>(job.gradient_elems[t]) * 2.0;
+    }
+  }
   if (setup.resolved.after_backward) {
     setup.overlap = false;
     setup.resolved.settings["exchange"] = "after the backward pass";
@@ -314,6 +324,26 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
                         format_bytes(capacity), node0.gpu.about.name));
   }
   setup.compute = compute_profile(stats, node0.gpu, copt);
+  // The casts run on the compute stream: each cast to fp16 right after backward produces its
+  // gradient, each cast back before the update; scaled with the rest of compute.
+  const ComputeProfile base_compute = setup.compute;
+  Seconds cast_before, cast_after;
+  if (casts) {
+    for (auto& layer : setup.compute.layers) {
+      for (int t : layer.gradients) {
+        const Seconds c = fp16_cast_time(node0.gpu, job.gradient_elems[static_cast<std::size_t>(t)],
+                                         Bytes(wide)) *
+                          setup.compute.scale;
+        layer.backward += c;
+        cast_before += c;
+        cast_after += c;
+      }
+    }
+    setup.compute.backward += cast_before;
+    setup.compute.backward_memory_bound += cast_before;
+    setup.compute.update += cast_after;
+    for (auto& b : setup.compute.gradient_bytes) b = b * 2.0 / wide;
+  }
 
   // The job's topology, with dedicated parameter-server nodes when the policy asks for them.
   const bool dedicated = setup.resolved.strategy == "ps" && !setup.resolved.ps.colocated;
@@ -360,7 +390,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
     StepSetup one;
     one.cluster = setup.cluster;
     one.gpu = setup.gpu;
-    one.compute = setup.compute;
+    one.compute = base_compute;
     networks::PlacementRequest p1;
     p1.gpus = 1;
     p1.nodelist = networks::hostname(cluster, placement.nodes.front());
@@ -404,14 +434,16 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   p.single_gpu_step_s = single;
   p.throughput = static_cast<double>(batch) * o.gpus / m.step;
   p.scaling_efficiency = single / m.step;
-  p.forward_s = setup.compute.forward.value();
-  p.backward_s = setup.compute.backward.value();
-  p.update_s = setup.compute.update.value();
+  p.forward_s = base_compute.forward.value();
+  p.backward_s = base_compute.backward.value();
+  p.update_s = base_compute.update.value();
   p.communication_s = m.communication;
   p.exposed_communication_s = m.exposed;
   p.after_backward_s = m.after_backward;
   p.loss = m.loss;
-  p.loss.stragglers = m.backward_end - single_backward_end - p.loss.communication_on_compute;
+  p.loss.stragglers =
+      m.backward_end - single_backward_end - p.loss.communication_on_compute - cast_before.value();
+  p.loss.communication_on_compute += (cast_before + cast_after).value();
   if (std::abs(p.loss.stragglers) < 1e-12) p.loss.stragglers = 0;  // rounding of the subtraction
   const double parts = p.loss.exposed_bandwidth + p.loss.latency_and_small_messages +
                        p.loss.fusion_or_bucket_waiting + p.loss.parameter_server_bottleneck +
@@ -523,6 +555,14 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
       if (o.framework == "pytorch-ddp") {
         what.push_back("DDP copies each bucket in and out on the compute stream");
       }
+      if (casts) {
+        what.push_back(fmt::format(
+            "the fp16 compression casts {} gradients to float16 as backward produces them ({}) "
+            "and back before the update ({}), {} on the wire instead of {}",
+            job.gradient_bytes.size(), ms(cast_before.value()), ms(cast_after.value()),
+            format_bytes(Bytes(p.gradient_bytes)),
+            format_bytes(Bytes(p.gradient_bytes * wide / 2.0))));
+      }
       const double shared_fraction = shared_cores(setup);
       if (shared_fraction > 0) {
         what.push_back(fmt::format(
@@ -547,8 +587,10 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
             100 * p.collective_compute_share));
       }
       p.why.push_back(
-          fmt::format("communication work on compute: backward ends {} later per step ({})",
-                      ms(p.loss.communication_on_compute), fmt::join(what, "; ")));
+          fmt::format("communication work on compute: backward ends {} later per step{} ({})",
+                      ms(p.loss.communication_on_compute - cast_after.value()),
+                      casts ? fmt::format(", the update {} later", ms(cast_after.value())) : "",
+                      fmt::join(what, "; ")));
     }
     if (p.mirrored_nodes > 1) {
       p.why.push_back(fmt::format(

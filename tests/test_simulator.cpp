@@ -412,6 +412,60 @@ TEST_CASE("horovod_without_the_response_cache_negotiates_through_rank_0") {
   CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--negotiation"), dlsim::InputError);
 }
 
+TEST_CASE("fp16_compression_halves_the_bytes_on_the_wire_and_casts_on_the_compute_stream") {
+  // --compression fp16 (Compression.fp16 of Horovod and BytePS; docs/simulator.md, "Gradient
+  // compression"): with amp's 4-byte gradients, 2 bytes per element travel, and each gradient
+  // is cast to float16 after backward produces it and back before the update, each cast a
+  // memory-bound kernel of 6 bytes per element. Without overlap no collective shares the
+  // compute, so the communication work on compute is exactly the casts.
+  const auto cluster = dlsim::hardware::load_cluster("default");
+  const auto& gpu = dlsim::networks::node_spec(cluster, 0).gpu;
+  const auto stats =
+      dlsim::model::analyze(dlsim::model::load_model("resnet50"), 1, dlsim::Precision::kFp16);
+  double casts = 0, elements = 0;
+  for (const auto& g : stats.gradients) {
+    casts += 2 * sim::fp16_cast_time(gpu, g.elements, Bytes(4)).value();
+    elements += static_cast<double>(g.elements);
+  }
+  // One tensor's cast, by hand: launch + (6 e + h_m) / (M e_m).
+  const std::int64_t e = 25'000'000;
+  const double by_hand =
+      gpu.kernel_launch.value() +
+      (6.0 * e + gpu.memory.half) / (gpu.memory_bandwidth.value() * gpu.memory.max);
+  CHECK(sim::fp16_cast_time(gpu, e, Bytes(4)).value() == dlsim_test::approx(by_hand));
+
+  auto o = options("resnet50", 16);
+  o.framework = "horovod";
+  o.precision = sim::TrainingPrecision::kAmp;
+  o.overlap = false;
+  const auto plain = sim::predict(o);
+  o.framework_options.compression = "fp16";
+  const auto compressed = sim::predict(o);
+  CHECK(plain.gradient_bytes == dlsim_test::approx(4 * elements));
+  CHECK(compressed.gradient_bytes == dlsim_test::approx(2 * elements));
+  CHECK(plain.loss.communication_on_compute == 0);
+  CHECK(compressed.loss.communication_on_compute == dlsim_test::approx(casts));
+  CHECK(compressed.single_gpu_step_s == dlsim_test::approx(plain.single_gpu_step_s));
+  CHECK(compressed.policy_settings.at("compression") == "fp16");
+
+  // Gradients already in 2 bytes (fp16) and one GPU (no exchange) cast nothing.
+  o.precision = sim::TrainingPrecision::kFp16;
+  const auto half = sim::predict(o);
+  o.framework_options.compression.reset();
+  CHECK(half.step_time_s == dlsim_test::approx(sim::predict(o).step_time_s).epsilon(1e-12));
+  o.precision = sim::TrainingPrecision::kAmp;
+  o.gpus = 1;
+  o.framework_options.compression = "fp16";
+  CHECK(sim::predict(o).step_time_s == dlsim_test::approx(plain.single_gpu_step_s));
+
+  o.gpus = 16;
+  o.framework_options.compression = "fp8";
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--compression"), dlsim::InputError);
+  o.framework_options.compression = "fp16";
+  o.framework = "pytorch-ddp";
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--compression"), dlsim::InputError);
+}
+
 TEST_CASE("one_worker_node_stands_for_every_alike_node_in_the_des") {
   // docs/simulator.md, "One worker node for all": where the worker nodes are alike and reach
   // the dedicated servers over their own links and the servers', node 0's exchanges over the

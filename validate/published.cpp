@@ -224,6 +224,7 @@ CaseFile read_cases(const std::string& path) {
     }
     if (p.has("mode")) o.framework_options.mode = p.get<std::string>("mode");
     if (p.has("negotiation")) o.framework_options.negotiation = p.get<std::string>("negotiation");
+    if (p.has("compression")) o.framework_options.compression = p.get<std::string>("compression");
     if (p.has("overlap")) o.overlap = p.get<bool>("overlap");
     if (p.has("xla")) o.framework_options.xla = p.get<bool>("xla");
     if (p.has("host_staging")) o.framework_options.host_staging = p.get<bool>("host_staging");
