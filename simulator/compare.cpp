@@ -41,8 +41,12 @@ PredictOptions framework_scheme(const PredictOptions& base, const std::string& s
     if (scheme != "byteps") f.ps_on_gpu = b.ps_on_gpu;
   }
   if (scheme == "byteps") f.partition_bytes = b.partition_bytes;
-  // TensorFlow's XLA stays on for the schemes that run under the same TensorFlow script.
-  if (scheme == "horovod" || scheme == "keras" || scheme == "byteps") f.xla = b.xla;
+  // TensorFlow's XLA, and the DistributedOptimizer's compression (BytePS takes Horovod's
+  // Compression API), stay for the schemes that run under the same training script.
+  if (scheme == "horovod" || scheme == "keras" || scheme == "byteps") {
+    f.xla = b.xla;
+    f.compression = b.compression;
+  }
   o.framework_options = f;
   return o;
 }

@@ -20,6 +20,7 @@
 #include "model/loader.hpp"
 #include "networks/collective.hpp"
 #include "networks/placement.hpp"
+#include "simulator/compare.hpp"
 #include "simulator/compute.hpp"
 #include "simulator/engine.hpp"
 #include "simulator/flow_network.hpp"
@@ -464,6 +465,25 @@ TEST_CASE("fp16_compression_halves_the_bytes_on_the_wire_and_casts_on_the_comput
   o.framework_options.compression = "fp16";
   o.framework = "pytorch-ddp";
   CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--compression"), dlsim::InputError);
+}
+
+TEST_CASE("compare_keeps_the_training_scripts_compression_for_byteps") {
+  // BytePS's DistributedOptimizer takes Horovod's Compression: a comparison of Horovod against
+  // BytePS keeps the script's fp16 compression for both; tf-ps has none.
+  sim::CompareOptions c;
+  c.base = options("resnet50", 16);
+  c.base.network = "10gbe";
+  c.base.precision = sim::TrainingPrecision::kAmp;
+  c.base.framework_options.compression = "fp16";
+  c.schemes = {"auto", "byteps", "tf-ps"};
+  c.crossover = false;
+  const auto r = sim::compare(c);
+  REQUIRE(r.results.size() == 3);
+  CHECK(r.results[0].prediction.policy_settings.at("compression") == "fp16");
+  CHECK(r.results[1].prediction.policy_settings.at("compression") == "fp16");
+  CHECK(r.results[2].prediction.policy_settings.count("compression") == 0);
+  CHECK(r.results[1].prediction.gradient_bytes ==
+        dlsim_test::approx(r.results[2].prediction.gradient_bytes / 2));
 }
 
 TEST_CASE("one_worker_node_stands_for_every_alike_node_in_the_des") {
