@@ -41,10 +41,11 @@ PredictOptions framework_scheme(const PredictOptions& base, const std::string& s
     if (scheme != "byteps") f.ps_on_gpu = b.ps_on_gpu;
   }
   if (scheme == "byteps") f.partition_bytes = b.partition_bytes;
-  // TensorFlow's XLA, and the DistributedOptimizer's compression (BytePS takes Horovod's
-  // Compression API), stay for the schemes that run under the same training script.
-  if (scheme == "horovod" || scheme == "keras" || scheme == "byteps") {
-    f.xla = b.xla;
+  // TensorFlow's XLA stays for the schemes that run under the same TensorFlow script, and fp16
+  // compression for every scheme that offers it (BytePS takes Horovod's Compression API, DDP
+  // its fp16 hook).
+  if (scheme == "horovod" || scheme == "keras" || scheme == "byteps") f.xla = b.xla;
+  if (scheme == "horovod" || scheme == "keras" || scheme == "byteps" || scheme == "pytorch-ddp") {
     f.compression = b.compression;
   }
   o.framework_options = f;

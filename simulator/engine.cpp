@@ -125,12 +125,18 @@ networks::Schedule CollectivePlanner::schedule(const CommGroup& group,
 
 Seconds CollectivePlanner::copy_in_time(const CommGroup& group) {
   if (setup_.resolved.params.host_staging) return staging_time(group.bytes, true);
-  return group.copy_in ? copy_time(group.bytes) : Seconds(0);
+  Seconds t = group.copy_in ? copy_time(group.buffer_bytes > 0 ? group.buffer_bytes : group.bytes)
+                            : Seconds(0);
+  for (double traffic : group.kernels_in) t += traffic_time(traffic);
+  return t;
 }
 
 Seconds CollectivePlanner::copy_out_time(const CommGroup& group) {
   if (setup_.resolved.params.host_staging) return staging_time(group.bytes, false);
-  return group.copy_out ? copy_time(group.bytes) : Seconds(0);
+  Seconds t = group.copy_out ? copy_time(group.buffer_bytes > 0 ? group.buffer_bytes : group.bytes)
+                             : Seconds(0);
+  for (double traffic : group.kernels_out) t += traffic_time(traffic);
+  return t;
 }
 
 // Every GPU of the first node copies `bytes` to its host (or back) at once; the busiest link of
@@ -154,9 +160,11 @@ Seconds CollectivePlanner::staging_time(double bytes, bool to_host) {
   return it->second;
 }
 
-Seconds CollectivePlanner::copy_time(double bytes) const {
+Seconds CollectivePlanner::copy_time(double bytes) const { return traffic_time(2 * bytes); }
+
+Seconds CollectivePlanner::traffic_time(double traffic) const {
   const auto& g = *setup_.gpu;
-  return kernel_time(Flops(0), Bytes(2 * bytes), g.peak_for(Precision::kFp32), g.gemm,
+  return kernel_time(Flops(0), Bytes(traffic), g.peak_for(Precision::kFp32), g.gemm,
                      g.memory_bandwidth, g.memory, g.kernel_launch);
 }
 

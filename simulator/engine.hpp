@@ -74,10 +74,12 @@ class CollectivePlanner {
   networks::Schedule schedule(const CommGroup& group, const networks::Communicator& comm);
   // Memory-bound copy of `bytes` on a GPU (read and write).
   Seconds copy_time(double bytes) const;
+  // A memory-bound kernel that reads and writes `traffic` bytes in all (eq. "roofline").
+  Seconds traffic_time(double traffic) const;
   // The copies before and after `group`'s collective: into and out of the fusion buffer in GPU
-  // memory where the group has one; with host staging (Horovod's allreduce in host memory) the
-  // copy of every GPU's buffer to its host, and back, over the node's PCIe paths at once
-  // (docs/simulator.md, "horovod").
+  // memory where the group has one, with the compression's kernels; with host staging (Horovod's
+  // allreduce in host memory) the copy of every GPU's buffer to its host, and back, over the node's
+  // PCIe paths at once (docs/simulator.md, "horovod").
   Seconds copy_in_time(const CommGroup& group);
   Seconds copy_out_time(const CommGroup& group);
   networks::CollectiveRequest request(const CommGroup& group) const;

@@ -42,14 +42,18 @@ void apply_xla(const FrameworkOptions& o, const std::string& framework, Resolved
       framework);
 }
 
-void apply_compression(const FrameworkOptions& o, ResolvedPolicy& p) {
+void apply_compression(const FrameworkOptions& o, ResolvedPolicy& p, bool per_tensor) {
   const std::string c = o.compression.value_or("none");
   if (c != "none" && c != "fp16") {
     fail_at({}, "--compression", fmt::format("unknown compression '{}' (none, fp16)", c));
   }
   p.params.compression = c;
   p.settings["compression"] = c;
-  if (c == "fp16") p.description += ", gradients cast to fp16 for the exchange";
+  p.compress_per_tensor = per_tensor && c == "fp16";
+  if (c == "fp16") {
+    p.description += per_tensor ? ", gradients cast to fp16 for the exchange"
+                                : ", fp16_compress_hook: each bucket cast to fp16 for the exchange";
+  }
 }
 
 bool compresses_fp16(const ResolvedPolicy& p) { return p.params.compression == "fp16"; }

@@ -32,6 +32,12 @@ struct CommGroup {
   // The copies run on the compute stream (PyTorch DDP: autograd hooks copy each gradient in,
   // finalize_backward copies every bucket out once backward is done), not on the channel's.
   bool copies_on_compute = false;
+  // Where the copies move another size than the wire's (PyTorch DDP's fp32 bucket under the fp16
+  // hook): the bucket's bytes; 0: `bytes`.
+  double buffer_bytes = 0;
+  // Memory traffic (bytes read and written) of the kernels the compression adds on the copies'
+  // stream, one entry per kernel: before the collective (cast, divide) and after it (cast back).
+  std::vector<double> kernels_in, kernels_out;
 };
 
 // Settings a user may give a policy; each policy takes the ones it documents and refuses the
@@ -50,7 +56,8 @@ struct FrameworkOptions {
   std::optional<Bytes> partition_bytes;  // byteps
   // horovod, keras, byteps: the optimizer wrapper's gradient compression (none | fp16): fp16
   // casts every floating gradient wider than 2 bytes to float16 before the exchange and back
-  // after it (Compression.fp16 of horovod.tensorflow / horovod.torch and of byteps).
+  // after it (Compression.fp16 of horovod.tensorflow / horovod.torch and of byteps);
+  // pytorch-ddp: fp16 is the communication hook fp16_compress_hook, a bucket at a time.
   std::optional<std::string> compression;
   // horovod, keras, byteps: TensorFlow compiles the step with XLA auto-clustering, so the
   // gradients leave the compiled backward pass together (docs/simulator.md, "XLA").
@@ -100,6 +107,9 @@ struct ResolvedPolicy {
   // Set, to the reason in words, where the framework's runtime holds every exchange until the
   // backward pass is over, overlap or not (docs/simulator.md, "TensorFlow's GPU replicas").
   std::optional<std::string> after_backward;
+  // The fp16 compression casts each gradient tensor on its own (the optimizer wrappers of
+  // Horovod and BytePS), not a bucket at a time (DDP's communication hook).
+  bool compress_per_tensor = false;
 };
 
 class FrameworkPolicy {
@@ -145,9 +155,10 @@ networks::PsOptions ps_options(const FrameworkOptions& o, int servers);
 // Shared by the policies whose exchange runs as TensorFlow custom ops (horovod, keras, byteps):
 // under XLA auto-clustering (`options.xla`) every exchange waits for the backward pass.
 void apply_xla(const FrameworkOptions& options, const std::string& framework, ResolvedPolicy& p);
-// --compression for the frameworks whose optimizer wrapper takes Horovod's Compression
-// (none | fp16): checks the name and records it in `p`'s settings and description.
-void apply_compression(const FrameworkOptions& options, ResolvedPolicy& p);
+// --compression (none | fp16): checks the name and records it in `p`'s settings and
+// description; `per_tensor` for the optimizer wrappers that take Horovod's Compression (each
+// gradient cast on its own), false for DDP's fp16_compress_hook (a bucket at a time).
+void apply_compression(const FrameworkOptions& options, ResolvedPolicy& p, bool per_tensor);
 // Whether a resolved policy casts the gradients to fp16 for the exchange.
 bool compresses_fp16(const ResolvedPolicy& p);
 

@@ -52,7 +52,8 @@ void add_runtime_flags(CLI::App* c, FrameworkFlags& f) {
   c->add_option("--compression", f.compression,
                 "horovod, keras, byteps: the DistributedOptimizer's compression: none, or fp16 "
                 "(Compression.fp16: gradients cast to float16 before the exchange and back "
-                "after it, on the compute stream)");
+                "after it, on the compute stream); pytorch-ddp: fp16 is the communication hook "
+                "fp16_compress_hook (each bucket cast to float16 and back)");
 }
 
 FrameworkOptions parse_framework_flags(const FrameworkFlags& f) {

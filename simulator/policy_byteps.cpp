@@ -52,7 +52,7 @@ class Byteps : public FrameworkPolicy {
           "inside the node, no parameter server",
           partition);
       apply_xla(o, name, p);
-      apply_compression(o, p);
+      apply_compression(o, p, true);
       return p;
     }
     p.strategy = "ps";
@@ -75,7 +75,7 @@ class Byteps : public FrameworkPolicy {
         "pushed and pulled when ready",
         partition, p.ps.servers, p.ps.colocated ? "colocated" : "dedicated");
     apply_xla(o, name, p);
-    apply_compression(o, p);
+    apply_compression(o, p, true);
     return p;
   }
 

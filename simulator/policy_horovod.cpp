@@ -144,7 +144,7 @@ class Horovod : public FrameworkPolicy {
       p.description += ", negotiation by rank 0's gather and broadcast (no response cache)";
     }
     apply_xla(o, name_, p);
-    apply_compression(o, p);
+    apply_compression(o, p, true);
     if (o.host_staging) {
       p.params.host_staging = true;
       p.settings["host_staging"] = "on";

@@ -3,7 +3,10 @@
 // autograd hooks copy each gradient into its bucket, and a bucket's allreduce is launched once
 // all its gradients are in and every earlier bucket has been launched, overlapping the rest of
 // backward; results are copied back to the gradients (gradient_as_bucket_view=False, the
-// default). Defaults and sources: docs/simulator.md, "pytorch-ddp".
+// default). With --compression fp16, the communication hook fp16_compress_hook (PyTorch 1.8 on,
+// torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py) casts each bucket to float16 and
+// divides it by the world size before the allreduce and casts the result back into the bucket.
+// Defaults and sources: docs/simulator.md, "pytorch-ddp".
 
 #include <fmt/format.h>
 
@@ -16,7 +19,8 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 class DdpLauncher : public GradientLauncher {
  public:
-  DdpLauncher(const JobInfo& job, const networks::PsOptions& ps, double first, double cap) {
+  DdpLauncher(const JobInfo& job, const networks::PsOptions& ps, double first, double cap,
+              bool fp16) {
     // Backward order is reverse parameter order: the first-filled bucket closes when it
     // reaches `first` bytes, later ones at `cap` (a tensor never splits).
     double limit = first;
@@ -31,10 +35,25 @@ class DdpLauncher : public GradientLauncher {
     }
     missing_.resize(buckets_.size());
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
-      missing_[b] = static_cast<int>(buckets_[b].tensors.size());
-      buckets_[b].copy_in = buckets_[b].copy_out = buckets_[b].copies_on_compute = true;
-      buckets_[b].ps = ps;
-      buckets_[b].ps.tensors = {buckets_[b].bytes};
+      auto& g = buckets_[b];
+      missing_[b] = static_cast<int>(g.tensors.size());
+      g.copy_in = g.copy_out = g.copies_on_compute = true;
+      if (fp16 && job.gpus > 1) {
+        // The hook, on the bucket of e elements of w bytes: buffer.to(float16) reads w e and
+        // writes 2 e (no kernel where w = 2), div_ reads and writes 2 e, and the result is
+        // copied back into the bucket (2 e read, w e written); 2 e bytes travel.
+        double elems = 0;
+        for (int t : g.tensors)
+          elems += static_cast<double>(job.gradient_elems[static_cast<std::size_t>(t)]);
+        const double wide = elems > 0 ? g.bytes / elems : 2.0;
+        g.buffer_bytes = g.bytes;
+        g.bytes = 2 * elems;
+        if (wide > 2) g.kernels_in.push_back((wide + 2) * elems);
+        g.kernels_in.push_back(4 * elems);
+        g.kernels_out.push_back((wide + 2) * elems);
+      }
+      g.ps = ps;
+      g.ps.tensors = {g.bytes};
     }
   }
 
@@ -60,7 +79,6 @@ class PytorchDdp : public FrameworkPolicy {
     refuse(o.fusion_threshold.has_value(), "--fusion-threshold", name);
     refuse(o.cycle_time.has_value(), "--cycle-time", name);
     refuse(o.negotiation.has_value(), "--negotiation", name);
-    refuse(o.compression.has_value(), "--compression", name);
     refuse(o.mode.has_value(), "--mode", name);
     refuse(o.partition_bytes.has_value(), "--partition", name);
     refuse(o.xla, "--xla", name);
@@ -77,13 +95,14 @@ class PytorchDdp : public FrameworkPolicy {
     p.description = fmt::format("pytorch-ddp: buckets of {} (first {}), {} allreduce in order",
                                 format_bytes(*p.params.bucket_cap),
                                 format_bytes(*p.params.first_bucket), p.strategy);
+    apply_compression(o, p, false);
     return p;
   }
 
   std::unique_ptr<GradientLauncher> launcher(const ResolvedPolicy& p,
                                              const JobInfo& job) const override {
     return std::make_unique<DdpLauncher>(job, p.ps, p.params.first_bucket->value(),
-                                         p.params.bucket_cap->value());
+                                         p.params.bucket_cap->value(), compresses_fp16(p));
   }
 
   // The flat buckets hold a copy of every gradient.

@@ -280,7 +280,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   // optimizer wrapper casts each gradient wider than 2 bytes to float16 for the exchange, so
   // 2 bytes per element travel; one GPU exchanges nothing and casts nothing.
   const double wide = gradient_element(copt.precision).value();
-  const bool casts = compresses_fp16(setup.resolved) && wide > 2 && o.gpus > 1;
+  const bool casts = setup.resolved.compress_per_tensor && wide > 2 && o.gpus > 1;
   if (casts) {
     for (std::size_t t = 0; t < job.gradient_bytes.size(); ++t) {
       job.gradient_bytes[t] = static_cast<double>(job.gradient_elems[t]) * 2.0;
@@ -453,7 +453,11 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   p.memory_capacity_bytes = capacity.value();
   p.fits_in_memory = memory.total() <= capacity;
   p.groups = m.groups;
-  for (double b : job.gradient_bytes) p.gradient_bytes += b;
+  // DDP's fp16 hook keeps the buckets in the gradients' bytes and sends 2 bytes per element.
+  const bool bucket_casts = compresses_fp16(setup.resolved) &&
+                            !setup.resolved.compress_per_tensor && wide > 2 && o.gpus > 1;
+  const double wire = bucket_casts ? 2.0 / wide : 1.0;
+  for (double b : job.gradient_bytes) p.gradient_bytes += b * wire;
   p.anchor_scale = setup.compute.scale;
   p.policy_description = setup.resolved.description;
   p.policy_settings = setup.resolved.settings;
@@ -464,11 +468,12 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
     // The largest of: the largest tensor (one above the fusion threshold or bucket cap travels
     // alone) and a full fusion buffer or bucket.
     networks::CollectiveRequest req;
-    req.size = Bytes(*std::max_element(job.gradient_bytes.begin(), job.gradient_bytes.end()));
+    req.size =
+        Bytes(*std::max_element(job.gradient_bytes.begin(), job.gradient_bytes.end()) * wire);
     if (const auto& buffer = setup.resolved.params.fusion_threshold
                                  ? setup.resolved.params.fusion_threshold
                                  : setup.resolved.params.bucket_cap) {
-      req.size = std::max(req.size, std::min(*buffer, Bytes(p.gradient_bytes)));
+      req.size = std::max(req.size, std::min(*buffer * wire, Bytes(p.gradient_bytes)));
     }
     req.ps = setup.resolved.ps;
     const auto r = networks::run_collective(req, setup.comm, setup.resolved.strategy);
@@ -553,7 +558,14 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
       const auto& lib = cluster.library;
       std::vector<std::string> what;
       if (o.framework == "pytorch-ddp") {
-        what.push_back("DDP copies each bucket in and out on the compute stream");
+        what.push_back(
+            bucket_casts
+                ? fmt::format("DDP copies each bucket in and out on the compute stream, and its "
+                              "fp16_compress_hook casts the bucket to float16, divides it and "
+                              "casts the result back, {} on the wire instead of {}",
+                              format_bytes(Bytes(p.gradient_bytes)),
+                              format_bytes(Bytes(p.gradient_bytes / wire)))
+                : "DDP copies each bucket in and out on the compute stream");
       }
       if (casts) {
         what.push_back(fmt::format(

@@ -463,8 +463,53 @@ TEST_CASE("fp16_compression_halves_the_bytes_on_the_wire_and_casts_on_the_comput
   o.framework_options.compression = "fp8";
   CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--compression"), dlsim::InputError);
   o.framework_options.compression = "fp16";
-  o.framework = "pytorch-ddp";
+  o.framework = "mxnet-kvstore";
   CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--compression"), dlsim::InputError);
+}
+
+TEST_CASE("ddp_fp16_compress_hook_casts_each_bucket_on_the_compute_stream") {
+  // --compression fp16 under pytorch-ddp is the communication hook fp16_compress_hook: the
+  // buckets keep their fp32 bytes (and their sizes), 2 bytes per element travel, and each bucket
+  // of e elements costs three memory-bound kernels on the compute stream: the cast to float16
+  // (6 e bytes), the division by the world size (4 e) and the cast back into the bucket (6 e).
+  const auto cluster = dlsim::hardware::load_cluster("default");
+  const auto& gpu = dlsim::networks::node_spec(cluster, 0).gpu;
+  const auto stats =
+      dlsim::model::analyze(dlsim::model::load_model("resnet50"), 1, dlsim::Precision::kFp16);
+  // DDP's buckets in backward order: the first closes at 1 MiB, the others at 25 MiB.
+  std::vector<double> buckets;
+  double limit = 1024.0 * 1024.0, elements = 0;
+  for (const auto& g : stats.gradients) {
+    if (buckets.empty() || buckets.back() * 4 >= limit) {
+      if (!buckets.empty()) limit = 25 * 1024.0 * 1024.0;
+      buckets.push_back(0);
+    }
+    buckets.back() += static_cast<double>(g.elements);
+    elements += static_cast<double>(g.elements);
+  }
+  // Backward still runs while the hook compresses every bucket but the last, which its last
+  // gradient closes: those casts and divisions are what backward loses.
+  double casts = 0;
+  for (std::size_t b = 0; b + 1 < buckets.size(); ++b) {
+    const auto n = static_cast<std::int64_t>(buckets[b]);
+    casts += sim::fp16_cast_time(gpu, n, Bytes(4)).value() +
+             sim::fp16_cast_time(gpu, n, Bytes(2)).value();
+  }
+  // MPI has no kernels on the GPU, so nothing else takes compute from backward.
+  auto o = options("resnet50", 16);
+  o.framework = "pytorch-ddp";
+  o.library = "mpi";
+  o.precision = sim::TrainingPrecision::kAmp;
+  const auto plain = sim::predict(o);
+  o.framework_options.compression = "fp16";
+  const auto hooked = sim::predict(o);
+  CHECK(hooked.groups == plain.groups);
+  CHECK(hooked.gradient_bytes == dlsim_test::approx(2 * elements));
+  CHECK(plain.gradient_bytes == dlsim_test::approx(4 * elements));
+  CHECK(hooked.loss.communication_on_compute - plain.loss.communication_on_compute ==
+        dlsim_test::approx(casts));
+  CHECK(hooked.memory.buffers == plain.memory.buffers);
+  CHECK(hooked.policy_description.find("fp16_compress_hook") != std::string::npos);
 }
 
 TEST_CASE("compare_keeps_the_training_scripts_compression_for_byteps") {
