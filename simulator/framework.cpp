@@ -42,21 +42,38 @@ void apply_xla(const FrameworkOptions& o, const std::string& framework, Resolved
       framework);
 }
 
+std::optional<Negotiation> parse_negotiation(const std::string& text) {
+  if (text == "cache") return Negotiation::kCache;
+  if (text == "gather") return Negotiation::kGather;
+  return std::nullopt;
+}
+
+std::string to_string(Negotiation n) { return n == Negotiation::kGather ? "gather" : "cache"; }
+
+std::optional<GradientCompression> parse_gradient_compression(const std::string& text) {
+  if (text == "none") return GradientCompression::kNone;
+  if (text == "fp16") return GradientCompression::kFp16;
+  return std::nullopt;
+}
+
+std::string to_string(GradientCompression c) {
+  return c == GradientCompression::kFp16 ? "fp16" : "none";
+}
+
 void apply_compression(const FrameworkOptions& o, ResolvedPolicy& p, bool per_tensor) {
-  const std::string c = o.compression.value_or("none");
-  if (c != "none" && c != "fp16") {
-    fail_at({}, "--compression", fmt::format("unknown compression '{}' (none, fp16)", c));
-  }
+  const auto c = o.compression.value_or(GradientCompression::kNone);
   p.params.compression = c;
-  p.settings["compression"] = c;
-  p.compress_per_tensor = per_tensor && c == "fp16";
-  if (c == "fp16") {
+  p.settings["compression"] = to_string(c);
+  p.compress_per_tensor = per_tensor && c == GradientCompression::kFp16;
+  if (c == GradientCompression::kFp16) {
     p.description += per_tensor ? ", gradients cast to fp16 for the exchange"
                                 : ", fp16_compress_hook: each bucket cast to fp16 for the exchange";
   }
 }
 
-bool compresses_fp16(const ResolvedPolicy& p) { return p.params.compression == "fp16"; }
+bool compresses_fp16(const ResolvedPolicy& p) {
+  return p.params.compression == GradientCompression::kFp16;
+}
 
 void refuse(bool given, const std::string& flag, const std::string& framework) {
   if (given) fail_at({}, flag, "does not apply to framework '" + framework + "'");

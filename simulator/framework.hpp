@@ -19,6 +19,22 @@
 
 namespace dlsim::simulator {
 
+// The gradient compression of the optimizer wrapper or communication hook (docs/simulator.md,
+// "Gradient compression"): none, or fp16 (each gradient or bucket cast to float16 for the
+// exchange and back after it).
+enum class GradientCompression { kNone, kFp16 };
+// "none" or "fp16"; nullopt for anything else.
+std::optional<GradientCompression> parse_gradient_compression(const std::string& text);
+std::string to_string(GradientCompression c);
+
+// How Horovod's ranks agree each cycle on the tensors ready everywhere (docs/simulator.md,
+// "horovod"): the response cache's bit-vector allreduce (0.17 on), or rank 0 gathering the
+// requests and broadcasting the responses (HOROVOD_CACHE_CAPACITY=0, or 0.16).
+enum class Negotiation { kCache, kGather };
+// "cache" or "gather"; nullopt for anything else.
+std::optional<Negotiation> parse_negotiation(const std::string& text);
+std::string to_string(Negotiation n);
+
 // Gradients exchanged by one collective.
 struct CommGroup {
   // Indices into the backward-order gradient list. A tensor cut into several groups (BytePS's
@@ -45,7 +61,7 @@ struct CommGroup {
 struct FrameworkOptions {
   std::optional<Bytes> fusion_threshold;   // horovod, keras
   std::optional<Seconds> cycle_time;       // horovod, keras
-  std::optional<std::string> negotiation;  // horovod, keras: cache | gather
+  std::optional<Negotiation> negotiation;  // horovod, keras
   std::optional<Bytes> bucket_cap;         // pytorch-ddp
   std::optional<Bytes> first_bucket;       // pytorch-ddp
   std::optional<std::string> mode;         // tf-ps: parameter_server | distributed_replicated;
@@ -58,7 +74,7 @@ struct FrameworkOptions {
   // casts every floating gradient wider than 2 bytes to float16 before the exchange and back
   // after it (Compression.fp16 of horovod.tensorflow / horovod.torch and of byteps);
   // pytorch-ddp: fp16 is the communication hook fp16_compress_hook, a bucket at a time.
-  std::optional<std::string> compression;
+  std::optional<GradientCompression> compression;
   // horovod, keras, byteps: TensorFlow compiles the step with XLA auto-clustering, so the
   // gradients leave the compiled backward pass together (docs/simulator.md, "XLA").
   bool xla = false;
@@ -155,9 +171,9 @@ networks::PsOptions ps_options(const FrameworkOptions& o, int servers);
 // Shared by the policies whose exchange runs as TensorFlow custom ops (horovod, keras, byteps):
 // under XLA auto-clustering (`options.xla`) every exchange waits for the backward pass.
 void apply_xla(const FrameworkOptions& options, const std::string& framework, ResolvedPolicy& p);
-// --compression (none | fp16): checks the name and records it in `p`'s settings and
-// description; `per_tensor` for the optimizer wrappers that take Horovod's Compression (each
-// gradient cast on its own), false for DDP's fp16_compress_hook (a bucket at a time).
+// --compression (none | fp16): records it in `p`'s settings and description; `per_tensor` for the
+// optimizer wrappers that take Horovod's Compression (each gradient cast on its own), false for
+// DDP's fp16_compress_hook (a bucket at a time).
 void apply_compression(const FrameworkOptions& options, ResolvedPolicy& p, bool per_tensor);
 // Whether a resolved policy casts the gradients to fp16 for the exchange.
 bool compresses_fp16(const ResolvedPolicy& p);

@@ -74,8 +74,20 @@ FrameworkOptions parse_framework_flags(const FrameworkFlags& f) {
     fw.first_bucket = positive<Bytes>(f.first_bucket, "--first-bucket", parse_bytes);
   }
   if (!f.mode.empty()) fw.mode = f.mode;
-  if (!f.negotiation.empty()) fw.negotiation = f.negotiation;
-  if (!f.compression.empty()) fw.compression = f.compression;
+  if (!f.negotiation.empty()) {
+    fw.negotiation = parse_negotiation(f.negotiation);
+    if (!fw.negotiation) {
+      fail_at({}, "--negotiation",
+              fmt::format("unknown negotiation '{}' (cache, gather)", f.negotiation));
+    }
+  }
+  if (!f.compression.empty()) {
+    fw.compression = parse_gradient_compression(f.compression);
+    if (!fw.compression) {
+      fail_at({}, "--compression",
+              fmt::format("unknown compression '{}' (none, fp16)", f.compression));
+    }
+  }
   if (!f.partition.empty()) {
     fw.partition_bytes = positive<Bytes>(f.partition, "--partition", parse_bytes);
   }

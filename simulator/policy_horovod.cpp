@@ -27,12 +27,12 @@ constexpr double kNamePrefix = 10;  // "allreduce."
 class HorovodLauncher : public GradientLauncher {
  public:
   HorovodLauncher(const JobInfo& job, networks::PsOptions ps, double threshold, Time cycle,
-                  std::string negotiation)
+                  Negotiation negotiation)
       : job_(job),
         ps_(std::move(ps)),
         threshold_(threshold),
         cycle_(cycle),
-        negotiation_(std::move(negotiation)) {}
+        negotiation_(negotiation) {}
 
   std::vector<CommGroup> ready(int t, Time) override {
     waiting_.push_back(t);
@@ -69,7 +69,7 @@ class HorovodLauncher : public GradientLauncher {
  private:
   // This cycle's agreement on the tensors `waiting_` (docs/simulator.md, "horovod").
   Seconds negotiation(const std::vector<CommGroup>& responses) const {
-    if (negotiation_ == "cache") {
+    if (negotiation_ == Negotiation::kCache) {
       // One bit per tensor of the response cache, allreduced once per cycle.
       const auto bits = static_cast<double>(job_.gradient_bytes.size());
       return job_.small_allreduce(Bytes(std::ceil(bits / 8)));
@@ -102,7 +102,7 @@ class HorovodLauncher : public GradientLauncher {
   networks::PsOptions ps_;
   double threshold_;
   Time cycle_;
-  std::string negotiation_;
+  Negotiation negotiation_;
   std::vector<int> waiting_;
 };
 
@@ -122,12 +122,8 @@ class Horovod : public FrameworkPolicy {
     const Bytes threshold = o.fusion_threshold.value_or(Bytes(128 * kMiB));
     const Seconds cycle = o.cycle_time.value_or(Seconds(1e-3));
     if (cycle.value() < 0) fail_at({}, "--cycle-time", "must be zero or positive");
-    p.params.negotiation = o.negotiation.value_or("cache");
-    if (*p.params.negotiation != "cache" && *p.params.negotiation != "gather") {
-      fail_at({}, "--negotiation",
-              fmt::format("unknown negotiation '{}' (cache, gather)", *p.params.negotiation));
-    }
-    p.settings["negotiation"] = *p.params.negotiation;
+    p.params.negotiation = o.negotiation.value_or(Negotiation::kCache);
+    p.settings["negotiation"] = to_string(*p.params.negotiation);
     p.params.fusion_threshold = threshold;
     p.params.cycle_time = cycle;
     p.settings["fusion_threshold"] = format_bytes(threshold);
@@ -140,7 +136,7 @@ class Horovod : public FrameworkPolicy {
                   "{}: tensor fusion up to {}, no cycle wait (HOROVOD_CYCLE_TIME=0), {} "
                   "allreduce",
                   name_, format_bytes(threshold), p.strategy);
-    if (*p.params.negotiation == "gather") {
+    if (*p.params.negotiation == Negotiation::kGather) {
       p.description += ", negotiation by rank 0's gather and broadcast (no response cache)";
     }
     apply_xla(o, name_, p);
@@ -157,7 +153,7 @@ class Horovod : public FrameworkPolicy {
                                              const JobInfo& job) const override {
     return std::make_unique<HorovodLauncher>(job, p.ps, p.params.fusion_threshold->value(),
                                              to_time(p.params.cycle_time->value()),
-                                             p.params.negotiation.value_or("cache"));
+                                             p.params.negotiation.value_or(Negotiation::kCache));
   }
 
   Bytes buffer_bytes(const ResolvedPolicy& p, const JobInfo&) const override {

@@ -25,6 +25,7 @@
 #include "simulator/engine.hpp"
 #include "simulator/flow_network.hpp"
 #include "simulator/framework.hpp"
+#include "simulator/framework_flags.hpp"
 #include "simulator/kernel.hpp"
 #include "simulator/predict.hpp"
 
@@ -397,20 +398,22 @@ TEST_CASE("horovod_without_the_response_cache_negotiates_through_rank_0") {
   auto o = options("resnet50", 16);
   o.overlap = false;
   o.framework_options.fusion_threshold = Bytes(0);
-  o.framework_options.negotiation = "gather";
+  o.framework_options.negotiation = sim::Negotiation::kGather;
   Negotiations seen;
   const auto gathered = sim::predict(o, &seen);
   REQUIRE(seen.seconds.size() == 1);
   CHECK(seen.seconds.front() == dlsim_test::approx(want).epsilon(1e-9));
   CHECK(gathered.policy_description.find("gather and broadcast") != std::string::npos);
   // With the cache, the same cycle is one bit-vector allreduce, far cheaper.
-  o.framework_options.negotiation = "cache";
+  o.framework_options.negotiation = sim::Negotiation::kCache;
   Negotiations cached;
   sim::predict(o, &cached);
   REQUIRE(cached.seconds.size() == 1);
   CHECK(cached.seconds.front() < want / 2);
-  o.framework_options.negotiation = "p2p";
-  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--negotiation"), dlsim::InputError);
+  sim::FrameworkFlags flags;
+  flags.negotiation = "p2p";
+  CHECK_THROWS_WITH_AS(sim::parse_framework_flags(flags), doctest::Contains("--negotiation"),
+                       dlsim::InputError);
 }
 
 TEST_CASE("fp16_compression_halves_the_bytes_on_the_wire_and_casts_on_the_compute_stream") {
@@ -440,7 +443,7 @@ TEST_CASE("fp16_compression_halves_the_bytes_on_the_wire_and_casts_on_the_comput
   o.precision = sim::TrainingPrecision::kAmp;
   o.overlap = false;
   const auto plain = sim::predict(o);
-  o.framework_options.compression = "fp16";
+  o.framework_options.compression = sim::GradientCompression::kFp16;
   const auto compressed = sim::predict(o);
   CHECK(plain.gradient_bytes == dlsim_test::approx(4 * elements));
   CHECK(compressed.gradient_bytes == dlsim_test::approx(2 * elements));
@@ -456,13 +459,15 @@ TEST_CASE("fp16_compression_halves_the_bytes_on_the_wire_and_casts_on_the_comput
   CHECK(half.step_time_s == dlsim_test::approx(sim::predict(o).step_time_s).epsilon(1e-12));
   o.precision = sim::TrainingPrecision::kAmp;
   o.gpus = 1;
-  o.framework_options.compression = "fp16";
+  o.framework_options.compression = sim::GradientCompression::kFp16;
   CHECK(sim::predict(o).step_time_s == dlsim_test::approx(plain.single_gpu_step_s));
 
   o.gpus = 16;
-  o.framework_options.compression = "fp8";
-  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--compression"), dlsim::InputError);
-  o.framework_options.compression = "fp16";
+  sim::FrameworkFlags flags;
+  flags.compression = "fp8";
+  CHECK_THROWS_WITH_AS(sim::parse_framework_flags(flags), doctest::Contains("--compression"),
+                       dlsim::InputError);
+  o.framework_options.compression = sim::GradientCompression::kFp16;
   o.framework = "mxnet-kvstore";
   CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--compression"), dlsim::InputError);
 }
@@ -501,7 +506,7 @@ TEST_CASE("ddp_fp16_compress_hook_casts_each_bucket_on_the_compute_stream") {
   o.library = "mpi";
   o.precision = sim::TrainingPrecision::kAmp;
   const auto plain = sim::predict(o);
-  o.framework_options.compression = "fp16";
+  o.framework_options.compression = sim::GradientCompression::kFp16;
   const auto hooked = sim::predict(o);
   CHECK(hooked.groups == plain.groups);
   CHECK(hooked.gradient_bytes == dlsim_test::approx(2 * elements));
@@ -519,7 +524,7 @@ TEST_CASE("compare_keeps_the_training_scripts_compression_for_byteps") {
   c.base = options("resnet50", 16);
   c.base.network = "10gbe";
   c.base.precision = sim::TrainingPrecision::kAmp;
-  c.base.framework_options.compression = "fp16";
+  c.base.framework_options.compression = sim::GradientCompression::kFp16;
   c.schemes = {"auto", "byteps", "tf-ps"};
   c.crossover = false;
   const auto r = sim::compare(c);

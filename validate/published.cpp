@@ -223,8 +223,20 @@ CaseFile read_cases(const std::string& path) {
       }
     }
     if (p.has("mode")) o.framework_options.mode = p.get<std::string>("mode");
-    if (p.has("negotiation")) o.framework_options.negotiation = p.get<std::string>("negotiation");
-    if (p.has("compression")) o.framework_options.compression = p.get<std::string>("compression");
+    if (p.has("negotiation")) {
+      const auto text = p.get<std::string>("negotiation");
+      o.framework_options.negotiation = simulator::parse_negotiation(text);
+      if (!o.framework_options.negotiation) {
+        p.child("negotiation").fail(fmt::format("unknown negotiation '{}' (cache, gather)", text));
+      }
+    }
+    if (p.has("compression")) {
+      const auto text = p.get<std::string>("compression");
+      o.framework_options.compression = simulator::parse_gradient_compression(text);
+      if (!o.framework_options.compression) {
+        p.child("compression").fail(fmt::format("unknown compression '{}' (none, fp16)", text));
+      }
+    }
     if (p.has("overlap")) o.overlap = p.get<bool>("overlap");
     if (p.has("xla")) o.framework_options.xla = p.get<bool>("xla");
     if (p.has("host_staging")) o.framework_options.host_staging = p.get<bool>("host_staging");
