@@ -64,4 +64,15 @@ std::string to_table(const Comparison& c);
 std::optional<std::string> faster_scheme(const PredictOptions& options,
                                          const PredictInputs* inputs = nullptr);
 
+// For a multi-node job whose framework offers fp16 compression (horovod, keras, byteps,
+// pytorch-ddp) and does not use it, with gradients wider than 2 bytes: the gain the analytic
+// engine finds with --compression fp16, in words for predict's "why", where it is more than
+// 5 %; nullopt otherwise.
+std::optional<std::string> faster_with_compression(const PredictOptions& options,
+                                                   const PredictInputs* inputs = nullptr);
+
+// Both of the above for predict's "why", sharing one prediction of the job.
+std::vector<std::string> faster_alternatives(const PredictOptions& options,
+                                             const PredictInputs& inputs);
+
 }  // namespace dlsim::simulator

@@ -132,7 +132,7 @@ void run_predict(const CommonFlags& f, const std::string& trace_path) {
   const auto inputs = simulator::load_inputs(o);
   Prediction p = simulator::predict(o, inputs, trace_path.empty() ? nullptr : &trace);
   if (p.nodes > 1) {
-    if (auto better = simulator::faster_scheme(o, &inputs)) p.why.push_back(*better);
+    for (auto& line : simulator::faster_alternatives(o, inputs)) p.why.push_back(line);
   }
   std::string out;
   if (f.format == "json") {
