@@ -193,6 +193,36 @@ TEST_CASE("a_knob_is_refused_only_where_no_framework_of_the_sweep_reads_it") {
   }
 }
 
+TEST_CASE("fp16_compression_reaches_the_benchmarks_that_take_it_and_their_predictions") {
+  // --compression fp16: ddp_step.py registers DDP's fp16_compress_hook (--fp16-compress),
+  // Horovod's synthetic benchmarks pass Compression.fp16 (--fp16-allreduce); tf_cnn_benchmarks
+  // has no such flag, so its point runs and is predicted without compression.
+  auto o = site_options(LaunchFramework::kPytorchDdp);
+  o.frameworks = {LaunchFramework::kPytorchDdp, LaunchFramework::kHorovodPytorch,
+                  LaunchFramework::kHorovodTensorflow};
+  o.knobs.compression = dlsim::simulator::GradientCompression::kFp16;
+  const auto jobs = val::plan_launch(o);
+  REQUIRE(jobs.size() == 1);
+  const auto& s = jobs[0].script;
+  CHECK(s.find("'--device' 'cuda' '--fp16-compress'") != std::string::npos);
+  CHECK(s.find("'--num-iters' '10' '--fp16-allreduce'") != std::string::npos);
+  CHECK(s.find("'--horovod_device=gpu'\n") != std::string::npos);
+  val::LaunchPoint p;
+  p.nodes = 2;
+  p.batch = 64;
+  p.ranks_per_node = 4;
+  for (const auto f : {LaunchFramework::kPytorchDdp, LaunchFramework::kHorovodPytorch,
+                       LaunchFramework::kHorovodTensorflow}) {
+    p.framework = f;
+    const auto q = val::predict_options(o, p, "dgx1-v100");
+    CHECK(q.framework_options.compression.has_value() ==
+          (f != LaunchFramework::kHorovodTensorflow));
+  }
+  auto x = site_options(LaunchFramework::kTfPs);
+  x.knobs.compression = dlsim::simulator::GradientCompression::kFp16;
+  CHECK_THROWS_WITH_AS(val::plan_launch(x), doctest::Contains("--compression"), dlsim::InputError);
+}
+
 TEST_CASE("nothing_from_the_user_reaches_a_shell_line_unquoted") {
   auto o = site_options(LaunchFramework::kPytorchDdp);
   o.script = "/home/user/my train.py";

@@ -42,6 +42,18 @@ bool is_horovod(LaunchFramework f) {
   return f == LaunchFramework::kHorovodPytorch || f == LaunchFramework::kHorovodTensorflow ||
          f == LaunchFramework::kHorovodKeras;
 }
+// The benchmarks that take fp16 gradient compression: ddp_step.py (--fp16-compress, DDP's
+// fp16_compress_hook) and Horovod's PyTorch and Keras synthetic benchmarks (--fp16-allreduce,
+// Compression.fp16). tf_cnn_benchmarks has no such flag for Horovod.
+bool takes_compression(LaunchFramework f) {
+  return f == LaunchFramework::kPytorchDdp || f == LaunchFramework::kHorovodPytorch ||
+         f == LaunchFramework::kHorovodKeras;
+}
+bool compresses(const LaunchOptions& o, LaunchFramework f) {
+  return takes_compression(f) &&
+         o.knobs.compression.value_or(simulator::GradientCompression::kNone) ==
+             simulator::GradientCompression::kFp16;
+}
 bool has_servers(LaunchFramework f) {
   return f == LaunchFramework::kTfPs || f == LaunchFramework::kMxnetPs;
 }
@@ -112,6 +124,7 @@ std::vector<std::string> benchmark_args(const LaunchOptions& o, const LaunchPoin
         a.insert(a.end(),
                  {"--bucket-cap-mb", fmt::format("{:g}", o.knobs.bucket_cap->value() / (1 << 20))});
       }
+      if (compresses(o, p.framework)) a.push_back("--fp16-compress");
       return a;
     }
     case LaunchFramework::kHorovodPytorch:
@@ -120,6 +133,7 @@ std::vector<std::string> benchmark_args(const LaunchOptions& o, const LaunchPoin
           "--model", model,         "--batch-size", batch, "--num-warmup-batches",
           warmup,    "--num-iters", steps};
       if (!gpu) a.push_back("--no-cuda");
+      if (compresses(o, p.framework)) a.push_back("--fp16-allreduce");
       return a;
     }
     case LaunchFramework::kHorovodTensorflow:
@@ -553,6 +567,15 @@ void validate_launch(const LaunchOptions& o) {
     fail_at({}, "--bucket-cap",
             fmt::format("is PyTorch DDP's; no framework of the sweep ({}) takes it", sweep()));
   }
+  if (o.knobs.compression.value_or(simulator::GradientCompression::kNone) ==
+          simulator::GradientCompression::kFp16 &&
+      o.script.empty() && !any(takes_compression)) {
+    fail_at({}, "--compression",
+            fmt::format("fp16 is taken by pytorch-ddp (ddp_step.py --fp16-compress), "
+                        "horovod-pytorch and horovod-keras (--fp16-allreduce); no framework of "
+                        "the sweep ({}) does",
+                        sweep()));
+  }
   if ((o.knobs.fusion_threshold || o.knobs.cycle_time) && !any(is_horovod)) {
     fail_at({}, o.knobs.fusion_threshold ? "--fusion-threshold" : "--cycle-time",
             fmt::format("is Horovod's; no framework of the sweep ({}) takes it", sweep()));
@@ -637,6 +660,7 @@ simulator::PredictOptions predict_options(const LaunchOptions& o, const LaunchPo
     q.framework_options.cycle_time.reset();
   }
   if (p.framework != LaunchFramework::kPytorchDdp) q.framework_options.bucket_cap.reset();
+  if (!takes_compression(p.framework)) q.framework_options.compression.reset();
   if (!has_servers(p.framework)) {
     q.framework_options.ps_servers.reset();
     q.framework_options.ps_colocated.reset();
@@ -673,6 +697,7 @@ nlohmann::json launch_manifest(const LaunchOptions& o, const LaunchJob& job,
   if (o.knobs.ps_colocated)
     knobs["ps_placement"] = *o.knobs.ps_colocated ? "colocated" : "dedicated";
   if (o.knobs.mode) knobs["mode"] = *o.knobs.mode;
+  if (o.knobs.compression) knobs["compression"] = simulator::to_string(*o.knobs.compression);
   return {{"kind", "dlsim-launch"},
           {"dlsim", kVersion},
           {"command_line", o.command_line},
@@ -827,6 +852,7 @@ std::string launch_cases_yaml(const LaunchOptions& o, const std::vector<LaunchRe
     if (k.ps_servers) y << ", ps_servers: " << *k.ps_servers;
     if (k.ps_colocated) y << ", ps_placement: " << (*k.ps_colocated ? "colocated" : "dedicated");
     if (k.mode) y << ", mode: " << *k.mode;
+    if (k.compression) y << ", compression: " << simulator::to_string(*k.compression);
     y << "}\n";
   }
   return y.str();

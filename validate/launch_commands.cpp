@@ -59,7 +59,7 @@ nlohmann::json read_manifest(const std::string& path) {
 }
 
 // The options a manifest records, for the rows and the prediction of its points.
-LaunchOptions options_of(const nlohmann::json& m) {
+LaunchOptions options_of(const nlohmann::json& m, const std::string& path) {
   LaunchOptions o;
   o.model = m.at("model").get<std::string>();
   o.gpus_per_node = m.at("gpus_per_node").get<int>();
@@ -80,6 +80,14 @@ LaunchOptions options_of(const nlohmann::json& m) {
   if (k.contains("ps_placement"))
     o.knobs.ps_colocated = k["ps_placement"].get<std::string>() == "colocated";
   if (k.contains("mode")) o.knobs.mode = k["mode"].get<std::string>();
+  if (k.contains("compression")) {
+    const auto text = k["compression"].get<std::string>();
+    o.knobs.compression = simulator::parse_gradient_compression(text);
+    if (!o.knobs.compression) {
+      fail_at({path, 0, 0}, "knobs.compression",
+              fmt::format("unknown compression '{}' (none, fp16)", comment_safe(text)));
+    }
+  }
   return o;
 }
 
@@ -95,7 +103,7 @@ Collected collect(const std::vector<std::string>& manifests,
   for (const auto& path : manifests) {
     const auto m = read_manifest(path);
     try {
-      c.options = options_of(m);
+      c.options = options_of(m, path);
     } catch (const nlohmann::json::exception& e) {
       fail_at({path, 0, 0}, "", fmt::format("incomplete launch manifest: {}", e.what()));
     }
@@ -214,7 +222,8 @@ void add_launch(CLI::App& app, const std::string& command_line) {
   struct Opt {
     LaunchOptions o;
     std::string frameworks = "pytorch-ddp", nodes = "1", batches = "32", script_args;
-    std::string fusion, cycle, bucket, placement, ps_device, cluster, results, cases_out;
+    std::string fusion, cycle, bucket, placement, ps_device, cluster, results, cases_out,
+        compression;
     std::string report_dir, source_id, script_out;
     std::optional<int> ps_servers;
     std::vector<std::string> collect_manifests;
@@ -252,6 +261,9 @@ void add_launch(CLI::App& app, const std::string& command_line) {
   c->add_option("--fusion-threshold", opt->fusion, "Horovod fusion buffer (e.g. 64MiB)");
   c->add_option("--cycle-time", opt->cycle, "Horovod cycle time (e.g. 5ms)");
   c->add_option("--bucket-cap", opt->bucket, "pytorch-ddp bucket size (e.g. 25MiB)");
+  c->add_option("--compression", opt->compression,
+                "none or fp16: DDP's fp16_compress_hook (pytorch-ddp), Horovod's "
+                "Compression.fp16 (horovod-pytorch, horovod-keras)");
   c->add_option("--ps-servers", opt->ps_servers, "Parameter servers (tf-ps, mxnet-ps)");
   c->add_option("--ps-placement", opt->placement, "colocated (on worker nodes) or dedicated");
   c->add_option("--ps-device", opt->ps_device, "tf-ps: variables on the cpu or a gpu");
@@ -322,6 +334,14 @@ void add_launch(CLI::App& app, const std::string& command_line) {
     if (!opt->bucket.empty())
       o.knobs.bucket_cap = parse_flag(opt->bucket, "--bucket-cap", parse_bytes);
     if (opt->ps_servers) o.knobs.ps_servers = *opt->ps_servers;
+    if (!opt->compression.empty()) {
+      o.knobs.compression = simulator::parse_gradient_compression(opt->compression);
+      if (!o.knobs.compression) {
+        fail_at(
+            {}, "--compression",
+            fmt::format("unknown compression '{}' (none, fp16)", comment_safe(opt->compression)));
+      }
+    }
     if (!opt->placement.empty()) {
       if (opt->placement != "colocated" && opt->placement != "dedicated") {
         fail_at({}, "--ps-placement",

@@ -61,6 +61,11 @@ def run(rank, args, init_method, queue, local_rank=0):
         model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[local_rank] if args.device == "cuda" else None,
             bucket_cap_mb=args.bucket_cap_mb)
+        if args.fp16_compress:
+            # Each bucket cast to float16 (and divided by the world size) for the all-reduce,
+            # the result cast back into the bucket (PyTorch 1.8 on).
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            model.register_comm_hook(None, default_hooks.fp16_compress_hook)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     side = MODELS[args.model]
@@ -149,6 +154,8 @@ def main():
                    help="one rank of a job started by srun or torchrun: RANK, WORLD_SIZE, "
                         "LOCAL_RANK, MASTER_ADDR and MASTER_PORT come from the environment "
                         "(dlvalidate launch, docs/launch.md); rank 0 prints the JSON")
+    p.add_argument("--fp16-compress", action="store_true",
+                   help="register DDP's fp16_compress_hook: buckets travel as float16")
     p.add_argument("--paired", action="store_true",
                    help="with 2+ ranks, alternate each timed step with one under no_sync() (no "
                         "gradient exchange): --steps of each")
@@ -211,6 +218,7 @@ def main():
         "kind": "pytorch-ddp-step", "model": args.model, "batch_per_rank": args.batch,
         "ranks": args.ranks, "threads_per_rank": args.threads or torch.get_num_threads(), "backend": args.backend,
         "bucket_cap_mb": args.bucket_cap_mb,
+        "comm_hook": "fp16_compress_hook" if args.fp16_compress and args.ranks > 1 else None,
         "device": args.device,
         "optimizer": "sgd momentum 0.9", "warmup_steps": args.warmup, "step_times_s": times,
         "step_s": mean, "samples_per_s": args.batch * args.ranks / mean,
