@@ -439,28 +439,31 @@ std::optional<std::string> compression_hint(PredictOptions quick, const Predicti
           Seconds(cast.loss.communication_on_compute - here.loss.communication_on_compute)));
 }
 
-}  // namespace
-
-std::optional<std::string> faster_scheme(const PredictOptions& options,
-                                         const PredictInputs* inputs) {
-  // The schemes differ in framework and strategy only: one load serves them all.
+// One hint on its own: the job predicted quickly (loading the model and cluster unless given),
+// and `hint` asked where it runs on more than one node.
+template <class Hint>
+std::optional<std::string> one_hint(const PredictOptions& options, const PredictInputs* inputs,
+                                    Hint hint) {
+  // The variants differ in framework, strategy or settings only: one load serves them all.
   std::optional<PredictInputs> loaded;
   if (!inputs) inputs = &loaded.emplace(load_inputs(options));
   const auto quick = quick_options(options);
   const Prediction here = predict(quick, *inputs);
   if (here.nodes < 2) return std::nullopt;
-  return scheme_hint(quick, here, *inputs);
+  return hint(quick, here, *inputs);
+}
+
+}  // namespace
+
+std::optional<std::string> faster_scheme(const PredictOptions& options,
+                                         const PredictInputs* inputs) {
+  return one_hint(options, inputs, scheme_hint);
 }
 
 std::optional<std::string> faster_with_compression(const PredictOptions& options,
                                                    const PredictInputs* inputs) {
   if (!compression_applies(options)) return std::nullopt;
-  std::optional<PredictInputs> loaded;
-  if (!inputs) inputs = &loaded.emplace(load_inputs(options));
-  const auto quick = quick_options(options);
-  const Prediction here = predict(quick, *inputs);
-  if (here.nodes < 2) return std::nullopt;
-  return compression_hint(quick, here, *inputs);
+  return one_hint(options, inputs, compression_hint);
 }
 
 std::vector<std::string> faster_alternatives(const PredictOptions& options,
