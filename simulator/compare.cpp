@@ -52,10 +52,35 @@ PredictOptions framework_scheme(const PredictOptions& base, const std::string& s
   return o;
 }
 
+// A scheme name ending in "+fp16" is the same scheme with fp16 gradient compression.
+constexpr std::string_view kFp16Suffix = "+fp16";
+bool with_fp16(const std::string& scheme) {
+  return scheme.size() > kFp16Suffix.size() &&
+         scheme.compare(scheme.size() - kFp16Suffix.size(), kFp16Suffix.size(), kFp16Suffix) == 0;
+}
+
+// The frameworks that offer fp16 gradient compression (docs/simulator.md, "Gradient
+// compression").
+bool offers_compression(const std::string& framework) {
+  return framework == "horovod" || framework == "keras" || framework == "byteps" ||
+         framework == "pytorch-ddp";
+}
+
 // The prediction options of one scheme on the base job: a framework as above; an algorithm
 // under the base framework with every base setting, except `ps` under a framework without
-// parameter servers, which runs as BytePS.
+// parameter servers, which runs as BytePS; "+fp16" adds fp16 compression.
 PredictOptions scheme_options(const PredictOptions& base, const std::string& scheme) {
+  if (with_fp16(scheme)) {
+    auto o = scheme_options(base, scheme.substr(0, scheme.size() - kFp16Suffix.size()));
+    if (!offers_compression(o.framework)) {
+      fail_at({}, "--strategy",
+              fmt::format("'{}': {} has no fp16 gradient compression (horovod, keras, byteps and "
+                          "pytorch-ddp have)",
+                          scheme, o.framework));
+    }
+    o.framework_options.compression = GradientCompression::kFp16;
+    return o;
+  }
   if (is_framework(scheme)) return framework_scheme(base, scheme);
   if (scheme == "ps" && is_allreduce_framework(base.framework)) {
     return framework_scheme(base, "byteps");
@@ -72,7 +97,8 @@ PredictOptions scheme_options(const PredictOptions& base, const std::string& sch
 Prediction predict_scheme(const PredictOptions& base, const std::string& scheme,
                           const PredictInputs& inputs) {
   auto o = scheme_options(base, scheme);
-  const bool byteps_ps = scheme == "ps" && is_allreduce_framework(base.framework);
+  const bool byteps_ps =
+      (scheme == "ps" || scheme == "ps+fp16") && is_allreduce_framework(base.framework);
   if (!byteps_ps || base.framework_options.ps_colocated.has_value()) return predict(o, inputs);
   try {
     return predict(o, inputs);
@@ -417,8 +443,7 @@ std::optional<std::string> scheme_hint(const PredictOptions& quick, const Predic
 // Whether --compression fp16 could change the job: a framework that offers it, not on yet,
 // gradients wider than 2 bytes.
 bool compression_applies(const PredictOptions& o) {
-  const auto& f = o.framework;
-  return (f == "horovod" || f == "keras" || f == "byteps" || f == "pytorch-ddp") &&
+  return offers_compression(o.framework) &&
          o.framework_options.compression.value_or(GradientCompression::kNone) ==
              GradientCompression::kNone &&
          gradient_element(o.precision).value() > 2;

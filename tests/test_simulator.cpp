@@ -517,6 +517,24 @@ TEST_CASE("ddp_fp16_compress_hook_casts_each_bucket_on_the_compute_stream") {
   CHECK(hooked.policy_description.find("fp16_compress_hook") != std::string::npos);
 }
 
+TEST_CASE("a_scheme_with_fp16_is_the_same_scheme_with_fp16_compression") {
+  // "auto+fp16" is Horovod's allreduce with Compression.fp16: half the bytes, its own contender;
+  // a scheme whose framework has no such compression is refused, naming --strategy.
+  sim::CompareOptions c;
+  c.base = options("resnet50", 16);
+  c.base.network = "10gbe";
+  c.schemes = {"auto", "auto+fp16"};
+  c.crossover = false;
+  const auto r = sim::compare(c);
+  REQUIRE(r.results.size() == 2);
+  CHECK(r.results[1].prediction.policy_settings.at("compression") == "fp16");
+  CHECK(r.results[1].prediction.gradient_bytes ==
+        dlsim_test::approx(r.results[0].prediction.gradient_bytes / 2));
+  CHECK(r.contender[0] != r.contender[1]);
+  c.schemes = {"auto", "tf-ps+fp16"};
+  CHECK_THROWS_WITH_AS(sim::compare(c), doctest::Contains("--strategy"), dlsim::InputError);
+}
+
 TEST_CASE("compare_keeps_the_training_scripts_compression_for_byteps") {
   // BytePS's DistributedOptimizer takes Horovod's Compression: a comparison of Horovod against
   // BytePS keeps the script's fp16 compression for both; tf-ps has none.
