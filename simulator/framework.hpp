@@ -62,11 +62,14 @@ struct FrameworkOptions {
   std::optional<Bytes> fusion_threshold;   // horovod, keras
   std::optional<Seconds> cycle_time;       // horovod, keras
   std::optional<Negotiation> negotiation;  // horovod, keras
-  std::optional<Bytes> bucket_cap;         // pytorch-ddp
-  std::optional<Bytes> first_bucket;       // pytorch-ddp
-  std::optional<std::string> mode;         // tf-ps: parameter_server | distributed_replicated;
-                                           // mxnet-kvstore: device | dist_sync
-  std::optional<int> ps_servers;           // tf-ps, mxnet-kvstore dist_sync
+  // horovod, keras: the response cache's entries (HOROVOD_CACHE_CAPACITY, 1024 by default; 0
+  // turns the cache off, as --negotiation gather).
+  std::optional<int> cache_capacity;
+  std::optional<Bytes> bucket_cap;    // pytorch-ddp
+  std::optional<Bytes> first_bucket;  // pytorch-ddp
+  std::optional<std::string> mode;    // tf-ps: parameter_server | distributed_replicated;
+                                      // mxnet-kvstore: device | dist_sync
+  std::optional<int> ps_servers;      // tf-ps, mxnet-kvstore dist_sync
   std::optional<bool> ps_on_gpu;
   std::optional<bool> ps_colocated;
   std::optional<Bytes> partition_bytes;  // byteps

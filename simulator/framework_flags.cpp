@@ -49,6 +49,10 @@ void add_runtime_flags(CLI::App* c, FrameworkFlags& f) {
                 "response cache's bit-vector allreduce, Horovod 0.17 on), gather "
                 "(HOROVOD_CACHE_CAPACITY=0, or 0.16: rank 0 gathers the requests and "
                 "broadcasts the responses)");
+  c->add_option("--cache-capacity", f.cache_capacity,
+                "horovod, keras: the response cache's entries (HOROVOD_CACHE_CAPACITY, 1024; "
+                "0: no cache, as --negotiation gather)")
+      ->check(CLI::Range(0, 1 << 30));
   c->add_option("--compression", f.compression,
                 "horovod, keras, byteps: the DistributedOptimizer's compression: none, or fp16 "
                 "(Compression.fp16: gradients cast to float16 before the exchange and back "
@@ -92,6 +96,7 @@ FrameworkOptions parse_framework_flags(const FrameworkFlags& f) {
     fw.partition_bytes = positive<Bytes>(f.partition, "--partition", parse_bytes);
   }
   fw.ps_servers = f.ps_servers;
+  fw.cache_capacity = f.cache_capacity;
   if (!f.ps_placement.empty()) {
     if (f.ps_placement != "colocated" && f.ps_placement != "dedicated") {
       fail_at({}, "--ps-placement",

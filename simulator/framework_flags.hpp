@@ -16,6 +16,7 @@ struct FrameworkFlags {
   std::string fusion_threshold, cycle_time, bucket_cap, first_bucket, mode, ps_placement, ps_device,
       partition, negotiation, compression;
   std::optional<int> ps_servers;
+  std::optional<int> cache_capacity;
   bool xla = false;
   bool host_staging = false;
 };

@@ -27,6 +27,7 @@ class Byteps : public FrameworkPolicy {
     refuse(o.fusion_threshold.has_value(), "--fusion-threshold", name);
     refuse(o.cycle_time.has_value(), "--cycle-time", name);
     refuse(o.negotiation.has_value(), "--negotiation", name);
+    refuse(o.cache_capacity.has_value(), "--cache-capacity", name);
     refuse(o.bucket_cap.has_value(), "--bucket-cap", name);
     refuse(o.first_bucket.has_value(), "--first-bucket", name);
     refuse(o.mode.has_value(), "--mode", name);

@@ -8,6 +8,7 @@
 // Defaults and sources: docs/simulator.md, "horovod".
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cmath>
 
 #include "simulator/framework.hpp"
@@ -27,12 +28,13 @@ constexpr double kNamePrefix = 10;  // "allreduce."
 class HorovodLauncher : public GradientLauncher {
  public:
   HorovodLauncher(const JobInfo& job, networks::PsOptions ps, double threshold, Time cycle,
-                  Negotiation negotiation)
+                  Negotiation negotiation, int capacity)
       : job_(job),
         ps_(std::move(ps)),
         threshold_(threshold),
         cycle_(cycle),
-        negotiation_(negotiation) {}
+        negotiation_(negotiation),
+        capacity_(capacity) {}
 
   std::vector<CommGroup> ready(int t, Time) override {
     waiting_.push_back(t);
@@ -70,10 +72,20 @@ class HorovodLauncher : public GradientLauncher {
   // This cycle's agreement on the tensors `waiting_` (docs/simulator.md, "horovod").
   Seconds negotiation(const std::vector<CommGroup>& responses) const {
     if (negotiation_ == Negotiation::kCache) {
-      // One bit per tensor of the response cache, allreduced once per cycle.
-      const auto bits = static_cast<double>(job_.gradient_bytes.size());
-      return job_.small_allreduce(Bytes(std::ceil(bits / 8)));
+      // One bit per entry of the response cache, allreduced once per cycle. The cache evicts
+      // its least recently used entry (horovod/common/response_cache.cc): with more tensors
+      // than entries, each step's tensors, ready in the same order, have all been evicted by
+      // the time they come back, so every one misses and is also coordinated through rank 0.
+      const auto tensors = job_.gradient_bytes.size();
+      const auto bits = static_cast<double>(std::min<std::size_t>(tensors, capacity_));
+      const Seconds bit_vector = job_.small_allreduce(Bytes(std::ceil(bits / 8)));
+      if (tensors <= static_cast<std::size_t>(capacity_)) return bit_vector;
+      return bit_vector + coordinated(responses);
     }
+    return coordinated(responses);
+  }
+  // The requests of `waiting_` gathered at rank 0 and its responses broadcast.
+  Seconds coordinated(const std::vector<CommGroup>& responses) const {
     double names = 0;
     for (int t : waiting_) names += kNamePrefix + name_bytes(t);
     const auto k = static_cast<double>(waiting_.size());
@@ -103,6 +115,7 @@ class HorovodLauncher : public GradientLauncher {
   double threshold_;
   Time cycle_;
   Negotiation negotiation_;
+  int capacity_;
   std::vector<int> waiting_;
 };
 
@@ -122,8 +135,19 @@ class Horovod : public FrameworkPolicy {
     const Bytes threshold = o.fusion_threshold.value_or(Bytes(128 * kMiB));
     const Seconds cycle = o.cycle_time.value_or(Seconds(1e-3));
     if (cycle.value() < 0) fail_at({}, "--cycle-time", "must be zero or positive");
-    p.params.negotiation = o.negotiation.value_or(Negotiation::kCache);
+    // HOROVOD_CACHE_CAPACITY (horovod/common/global_state.h: 1024); 0 turns the cache off.
+    const int capacity = o.cache_capacity.value_or(1024);
+    if (capacity < 0) fail_at({}, "--cache-capacity", "must be zero or positive");
+    if (capacity == 0 && o.negotiation == Negotiation::kCache) {
+      fail_at({}, "--cache-capacity", "0 turns the response cache off: --negotiation gather");
+    }
+    p.params.negotiation =
+        capacity == 0 ? Negotiation::kGather : o.negotiation.value_or(Negotiation::kCache);
     p.settings["negotiation"] = to_string(*p.params.negotiation);
+    if (*p.params.negotiation == Negotiation::kCache) {
+      p.params.cache_capacity = capacity;
+      p.settings["cache_capacity"] = std::to_string(capacity);
+    }
     p.params.fusion_threshold = threshold;
     p.params.cycle_time = cycle;
     p.settings["fusion_threshold"] = format_bytes(threshold);
@@ -151,9 +175,9 @@ class Horovod : public FrameworkPolicy {
 
   std::unique_ptr<GradientLauncher> launcher(const ResolvedPolicy& p,
                                              const JobInfo& job) const override {
-    return std::make_unique<HorovodLauncher>(job, p.ps, p.params.fusion_threshold->value(),
-                                             to_time(p.params.cycle_time->value()),
-                                             p.params.negotiation.value_or(Negotiation::kCache));
+    return std::make_unique<HorovodLauncher>(
+        job, p.ps, p.params.fusion_threshold->value(), to_time(p.params.cycle_time->value()),
+        p.params.negotiation.value_or(Negotiation::kCache), p.params.cache_capacity.value_or(1024));
   }
 
   Bytes buffer_bytes(const ResolvedPolicy& p, const JobInfo&) const override {

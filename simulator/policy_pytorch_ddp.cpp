@@ -79,6 +79,7 @@ class PytorchDdp : public FrameworkPolicy {
     refuse(o.fusion_threshold.has_value(), "--fusion-threshold", name);
     refuse(o.cycle_time.has_value(), "--cycle-time", name);
     refuse(o.negotiation.has_value(), "--negotiation", name);
+    refuse(o.cache_capacity.has_value(), "--cache-capacity", name);
     refuse(o.mode.has_value(), "--mode", name);
     refuse(o.partition_bytes.has_value(), "--partition", name);
     refuse(o.xla, "--xla", name);

@@ -410,6 +410,27 @@ TEST_CASE("horovod_without_the_response_cache_negotiates_through_rank_0") {
   sim::predict(o, &cached);
   REQUIRE(cached.seconds.size() == 1);
   CHECK(cached.seconds.front() < want / 2);
+  // A cache of fewer entries than tensors (least recently used out) misses every tensor of
+  // every step: its bit vector (one bit per entry) and the coordination through rank 0.
+  o.framework_options.cache_capacity = 100;
+  Negotiations small;
+  sim::predict(o, &small);
+  REQUIRE(small.seconds.size() == 1);
+  CHECK(small.seconds.front() ==
+        dlsim_test::approx(want + sim::small_allreduce_time(comm, Bytes(13)).value())
+            .epsilon(1e-6));  // the engine's time grid
+  // HOROVOD_CACHE_CAPACITY=0 is the gather negotiation.
+  o.framework_options.negotiation.reset();
+  o.framework_options.cache_capacity = 0;
+  Negotiations off;
+  const auto uncached = sim::predict(o, &off);
+  REQUIRE(off.seconds.size() == 1);
+  CHECK(off.seconds.front() == dlsim_test::approx(want).epsilon(1e-9));
+  CHECK(uncached.policy_settings.at("negotiation") == "gather");
+  o.framework_options.negotiation = sim::Negotiation::kCache;
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--cache-capacity"), dlsim::InputError);
+  o.framework_options.negotiation.reset();
+  o.framework_options.cache_capacity.reset();
   sim::FrameworkFlags flags;
   flags.negotiation = "p2p";
   CHECK_THROWS_WITH_AS(sim::parse_framework_flags(flags), doctest::Contains("--negotiation"),

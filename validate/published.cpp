@@ -230,6 +230,11 @@ CaseFile read_cases(const std::string& path) {
         p.child("negotiation").fail(fmt::format("unknown negotiation '{}' (cache, gather)", text));
       }
     }
+    if (p.has("cache_capacity")) {
+      const int v = p.get<int>("cache_capacity");
+      if (v < 0) p.child("cache_capacity").fail(fmt::format("must be 0 or more, got {}", v));
+      o.framework_options.cache_capacity = v;
+    }
     if (p.has("compression")) {
       const auto text = p.get<std::string>("compression");
       o.framework_options.compression = simulator::parse_gradient_compression(text);
