@@ -287,10 +287,13 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
   return p;
 }
 
+Seconds memory_kernel_time(const hardware::GpuSpec& gpu, Bytes traffic) {
+  return kernel_time(Flops(0), traffic, gpu.peak_for(Precision::kFp32), gpu.gemm,
+                     gpu.memory_bandwidth, gpu.memory, gpu.kernel_launch);
+}
+
 Seconds fp16_cast_time(const hardware::GpuSpec& gpu, std::int64_t elements, Bytes wide) {
-  return kernel_time(Flops(0), Bytes(static_cast<double>(elements) * (wide.value() + 2.0)),
-                     gpu.peak_for(Precision::kFp32), gpu.gemm, gpu.memory_bandwidth, gpu.memory,
-                     gpu.kernel_launch);
+  return memory_kernel_time(gpu, Bytes(static_cast<double>(elements) * (wide.value() + 2.0)));
 }
 
 MemoryUse memory_use(const model::ModelStats& stats, const ComputeOptions& options, Bytes buffers) {

@@ -86,6 +86,10 @@ std::optional<std::pair<Seconds, Seconds>> measured_layer(
     TrainingPrecision precision = TrainingPrecision::kFp32);
 
 // `stats` must have been analysed at activation_precision(options.precision).
+// A memory-bound kernel that reads and writes `traffic` bytes in all on `gpu` (eq. "roofline"
+// with no arithmetic, the fp32 peak, launch included): copies and casts.
+Seconds memory_kernel_time(const hardware::GpuSpec& gpu, Bytes traffic);
+
 // One gradient of `elements` cast between `wide`-byte floats and float16, either way (the
 // gradient compression's casts, docs/simulator.md "Gradient compression"): a memory-bound
 // kernel reading one and writing the other, eq. "roofline" with the fp32 peak.

@@ -125,17 +125,20 @@ networks::Schedule CollectivePlanner::schedule(const CommGroup& group,
 
 Seconds CollectivePlanner::copy_in_time(const CommGroup& group) {
   if (setup_.resolved.params.host_staging) return staging_time(group.bytes, true);
-  Seconds t = group.copy_in ? copy_time(group.buffer_bytes > 0 ? group.buffer_bytes : group.bytes)
-                            : Seconds(0);
-  for (double traffic : group.kernels_in) t += traffic_time(traffic);
-  return t;
+  return copies_time(group, group.copy_in, group.kernels_in);
 }
 
 Seconds CollectivePlanner::copy_out_time(const CommGroup& group) {
   if (setup_.resolved.params.host_staging) return staging_time(group.bytes, false);
-  Seconds t = group.copy_out ? copy_time(group.buffer_bytes > 0 ? group.buffer_bytes : group.bytes)
-                             : Seconds(0);
-  for (double traffic : group.kernels_out) t += traffic_time(traffic);
+  return copies_time(group, group.copy_out, group.kernels_out);
+}
+
+// The buffer's copy, if `copy`, and the group's extra kernels on the same side.
+Seconds CollectivePlanner::copies_time(const CommGroup& group, bool copy,
+                                       const std::vector<double>& kernels) const {
+  Seconds t =
+      copy ? copy_time(group.buffer_bytes > 0 ? group.buffer_bytes : group.bytes) : Seconds(0);
+  for (double traffic : kernels) t += memory_kernel_time(*setup_.gpu, Bytes(traffic));
   return t;
 }
 
@@ -160,12 +163,8 @@ Seconds CollectivePlanner::staging_time(double bytes, bool to_host) {
   return it->second;
 }
 
-Seconds CollectivePlanner::copy_time(double bytes) const { return traffic_time(2 * bytes); }
-
-Seconds CollectivePlanner::traffic_time(double traffic) const {
-  const auto& g = *setup_.gpu;
-  return kernel_time(Flops(0), Bytes(traffic), g.peak_for(Precision::kFp32), g.gemm,
-                     g.memory_bandwidth, g.memory, g.kernel_launch);
+Seconds CollectivePlanner::copy_time(double bytes) const {
+  return memory_kernel_time(*setup_.gpu, Bytes(2 * bytes));
 }
 
 NodeMirror::NodeMirror(const StepSetup& s, const networks::PsOptions& ps,
@@ -263,23 +262,27 @@ bool NodeMirror::never_binds(int l) const {
   return it->second;
 }
 
-Seconds small_allreduce_time(const networks::Communicator& comm, Bytes bytes) {
+namespace {
+
+// A small MPI collective of `bytes` on the job by the hd algorithm: Open MPI's coll/tuned picks
+// recursive doubling for an allreduce below 10,000 bytes (MPICH the same) and a binomial tree
+// rooted at rank 0 for a small broadcast.
+Seconds small_mpi_time(const networks::Communicator& comm, networks::CollectiveOp op, Bytes bytes) {
   if (comm.size() < 2) return Seconds(0);
   networks::CollectiveRequest req;
+  req.op = op;
   req.size = bytes;
-  // Horovod's controller negotiates over MPI, whose allreduce of a small message is recursive
-  // doubling (Open MPI coll/tuned's fixed decision below 10,000 bytes; MPICH the same).
   return networks::collective_algorithms().at("hd").make()->cost(req, comm).time;
 }
 
+}  // namespace
+
+Seconds small_allreduce_time(const networks::Communicator& comm, Bytes bytes) {
+  return small_mpi_time(comm, networks::CollectiveOp::kAllReduce, bytes);
+}
+
 Seconds small_broadcast_time(const networks::Communicator& comm, Bytes bytes) {
-  if (comm.size() < 2) return Seconds(0);
-  networks::CollectiveRequest req;
-  req.op = networks::CollectiveOp::kBroadcast;
-  req.size = bytes;
-  // Open MPI's coll/tuned broadcasts small messages down a binomial tree (the hd algorithm's
-  // broadcast, rooted at rank 0).
-  return networks::collective_algorithms().at("hd").make()->cost(req, comm).time;
+  return small_mpi_time(comm, networks::CollectiveOp::kBroadcast, bytes);
 }
 
 }  // namespace dlsim::simulator

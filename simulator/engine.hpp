@@ -74,8 +74,6 @@ class CollectivePlanner {
   networks::Schedule schedule(const CommGroup& group, const networks::Communicator& comm);
   // Memory-bound copy of `bytes` on a GPU (read and write).
   Seconds copy_time(double bytes) const;
-  // A memory-bound kernel that reads and writes `traffic` bytes in all (eq. "roofline").
-  Seconds traffic_time(double traffic) const;
   // The copies before and after `group`'s collective: into and out of the fusion buffer in GPU
   // memory where the group has one, with the compression's kernels; with host staging (Horovod's
   // allreduce in host memory) the copy of every GPU's buffer to its host, and back, over the node's
@@ -109,6 +107,8 @@ class CollectivePlanner {
   std::map<GroupKey, std::unique_ptr<networks::CollectiveCost>> cache_;
   // Host staging: the time to copy a node's buffers of each size to the host (or back).
   Seconds staging_time(double bytes, bool to_host);
+  // A buffer's copy (if `copy`) and the group's extra kernels on that side (compression).
+  Seconds copies_time(const CommGroup& group, bool copy, const std::vector<double>& kernels) const;
   std::map<std::pair<double, bool>, Seconds> staging_;
 };
 
