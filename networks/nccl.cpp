@@ -126,7 +126,25 @@ struct IntraGraph {
   // B/s, 0 for none: the node's SHM transport rate (HostSpec::shm_bandwidth) where a hop of its
   // ring goes through host memory.
   double shm = 0;
+  // The hops of the node's ring in rank order that go through host memory.
+  int host_hops = 0;
 };
+
+// The hops of a ring over `ranks` (GPUs of one node, in rank order, closed) that go through host
+// memory: beyond the node's peer-to-peer level.
+int host_memory_hops(const Communicator& comm, const std::vector<int>& ranks) {
+  const int n = static_cast<int>(ranks.size());
+  const auto& topo = *comm.topo;
+  const auto& host = topo.node(comm.rank_slot[ranks.front()]).host;
+  std::vector<int> route;
+  int hops = 0;
+  for (int i = 0; i < n; ++i) {
+    route.clear();
+    topo.route(comm.rank_vertex[ranks[i]], comm.rank_vertex[ranks[(i + 1) % n]], -1, route);
+    if (path_type(topo, route) > p2p_level(host, n)) ++hops;
+  }
+  return hops;
+}
 
 IntraGraph intra_graph(const Communicator& comm, const std::vector<int>& ranks, const TunerSpec& t,
                        bool hopper, int max_search) {
@@ -214,7 +232,8 @@ IntraGraph intra_graph(const Communicator& comm, const std::vector<int>& ranks, 
     g.channels = 1;
     g.orders = {identity};
     const auto& host = topo.node(comm.rank_slot[ranks.front()]).host;
-    if (host.shm_bandwidth && worst > p2p_level(host, n)) g.shm = host.shm_bandwidth->value();
+    g.host_hops = host_memory_hops(comm, ranks);
+    if (host.shm_bandwidth && g.host_hops > 0) g.shm = host.shm_bandwidth->value();
   }
   return g;
 }
@@ -270,14 +289,8 @@ double node_shm_rate(const Communicator& comm, const std::vector<int>& ranks) {
   const auto& topo = *comm.topo;
   const auto& host = topo.node(comm.rank_slot[ranks.front()]).host;
   if (!host.shm_bandwidth) return 0;
-  std::vector<int> route;
-  PathType worst = PathType::kLoc;
-  for (int i = 0; i < n; ++i) {
-    route.clear();
-    topo.route(comm.rank_vertex[ranks[i]], comm.rank_vertex[ranks[(i + 1) % n]], -1, route);
-    worst = std::max(worst, path_type(topo, route));
-  }
-  return worst > p2p_level(host, n) ? host.shm_bandwidth->value() : 0;
+  // One hop through host memory loads it one way only; the ring comes back peer to peer.
+  return host_memory_hops(comm, ranks) >= 2 ? host.shm_bandwidth->value() : 0;
 }
 
 NcclTopology nccl_search(const Communicator& comm) {
@@ -313,7 +326,12 @@ NcclTopology nccl_search(const Communicator& comm) {
     auto [it, added] = intra_of.try_emplace({topo.node(slot).about.name, gpus});
     if (added) it->second = intra_graph(comm, nodes[j], t, hopper, max_search);
     intra[j] = &it->second;
-    if (it->second.shm > 0) {
+    // The node's rate with both directions busy bounds a ring that goes through host memory out
+    // and back: a closed ring on one node with two such hops or more, and a ring between nodes,
+    // whose way back to the NIC from a GPU beyond the P2P level is staged in host memory too.
+    // A node's ring with one such hop keeps NCCL's figure for the CPUs' link.
+    const bool both_ways = it->second.host_hops >= 2 || nodes.size() > 1;
+    if (it->second.shm > 0 && both_ways) {
       out.shm_cap = out.shm_cap > 0 ? std::min(out.shm_cap, it->second.shm) : it->second.shm;
     }
     if (nodes[j].size() > 1 &&
