@@ -375,11 +375,13 @@ GpuSpec parse_gpu(const ConfigNode& n, const std::string& stem, Context& ctx) {
     if (v < 1 || v > 1024) c.fail(fmt::format("must be an SM count in 1..1024, got {}", v));
     g.sm_count = static_cast<int>(v);
   }
-  field(n, "step_jitter", g.step_jitter, inherited, [](const ConfigNode& c) {
+  const auto coefficient = [](const ConfigNode& c) {
     const double v = c.as<double>();
     if (!(v >= 0 && v <= 0.5)) c.fail(fmt::format("must be in [0, 0.5], got {}", v));
     return v;
-  });
+  };
+  field(n, "step_jitter", g.step_jitter, inherited, coefficient);
+  if (n.has("speed_spread")) g.speed_spread = coefficient(n.child("speed_spread"));
   const auto thread_count = [](const ConfigNode& c) {
     const auto v = c.as<std::int64_t>();
     if (v < 1 || v > 4096) c.fail(fmt::format("must be a thread count in 1..4096, got {}", v));

@@ -71,6 +71,11 @@ struct GpuSpec {
   // Coefficient of variation of one GPU's compute time from step to step (stragglers): a step's
   // compute is scaled by 1 + step_jitter x z, z standard normal (docs/simulator.md).
   double step_jitter = 0;
+  // Coefficient of variation of the speed of GPUs of this model from one GPU to the next, each
+  // GPU's own in every step (manufacturing and power management): in a job of N GPUs the k-th
+  // slowest computes at 1 + speed_spread x its expected normal order statistic
+  // (docs/simulator.md, "Stragglers"). 0 when the profile does not say.
+  double speed_spread = 0;
   // CUDA compute capability x 10 (70 V100, 80 A100, 90 H100); 0 when the profile does not say.
   // NCCL's tuner reads it (which rows of its tables, whether LL128 is safe).
   int compute_capability = 0;

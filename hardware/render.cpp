@@ -114,6 +114,7 @@ void print(Printer& p, const GpuSpec& g) {
   p.end();
   p.seconds("kernel_launch", g.kernel_launch);
   p.count("step_jitter", g.step_jitter);
+  if (g.speed_spread > 0) p.count("speed_spread", g.speed_spread);
   if (g.compute_capability > 0) p.count("compute_capability", g.compute_capability);
   if (g.sm_count > 0) p.count("sm_count", g.sm_count);
   if (!g.kernels.empty() || g.threads != 1) p.count("threads", g.threads);

@@ -236,36 +236,11 @@ class PsQueues {
   std::unordered_map<std::tuple<int, int, int>, std::vector<int>, RouteHash> routes_;
 };
 
-// E[max of n standard normals] by Blom's approximation, Phi^-1((n - 0.375) / (n + 0.25))
-// (Blom 1958; 4.5 % high at n = 2, under 1 % from n of about 8), with Phi^-1 from Acklam's rational
-// approximation (relative error below 1.2e-9).
-double expected_max_normal(int n) {
-  if (n <= 1) return 0.0;
-  const double p = (n - 0.375) / (n + 0.25);
-  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
-                             1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
-  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
-                             6.680131188771972e+01, -1.328068155288572e+01};
-  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
-                             -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
-  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
-                             3.754408661907416e+00};
-  if (p > 0.97575) {
-    const double q = std::sqrt(-2 * std::log(1 - p));
-    return -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
-           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
-  }
-  const double q = p - 0.5;
-  const double r = q * q;
-  return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
-         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
-}
-
 }  // namespace
 
 EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
   const int n = setup.comm.size();
-  const double factor = 1 + setup.gpu->step_jitter * expected_max_normal(n);
+  const double factor = expected_straggler_factor(*setup.gpu, n);
   const auto& compute = setup.compute;
   auto at = [&](double seconds) { return to_time(seconds * factor); };
 

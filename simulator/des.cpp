@@ -48,6 +48,9 @@ class DesStep {
  public:
   DesStep(const StepSetup& s, const Observers& obs, FlowObserver* flow_observer)
       : s_(s), obs_(obs), planner_(s), normal_(s.seed) {
+    if (s.gpu->speed_spread > 0 && s.comm.size() > 1) {
+      speed_scores_ = gpu_speed_scores(s.comm.size(), s.seed);
+    }
     // One network for everything: the topology's links, then one resource per memory that
     // parameter servers and node-local sums use (a host's, or a GPU's when servers sum on GPUs).
     auto capacity = link_capacities(*s.topo);
@@ -117,9 +120,13 @@ class DesStep {
     tick_pending_ = false;
     // One worker waits for nobody: its variation averages out, so only jobs of two or more
     // draw stragglers (and one GPU's step is the nominal step the efficiency is measured by).
+    // Each GPU's own speed (speed_spread) is the same every step; the step's jitter is drawn anew.
     const double cv = n() > 1 ? s_.gpu->step_jitter : 0.0;
     factors_.resize(gpus_.size());
-    for (auto& f : factors_) f = std::max(0.0, 1 + cv * normal_());
+    for (std::size_t r = 0; r < factors_.size(); ++r) {
+      const double own = speed_scores_.empty() ? 0.0 : s_.gpu->speed_spread * speed_scores_[r];
+      factors_[r] = std::max(0.0, 1 + own + cv * normal_());
+    }
   }
 
   void start_forward(int r) {
@@ -767,6 +774,7 @@ class DesStep {
   const Observers& obs_;
   CollectivePlanner planner_;
   Normal normal_;
+  std::vector<double> speed_scores_;  // by rank: its standard score of speed (speed_spread)
   EventKernel kernel_;
   double forward_ = 0, backward_ = 0;
   std::vector<Checkpoint> checkpoints_;

@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <random>
 
 #include "common/error.hpp"
 #include "networks/schedule.hpp"
@@ -283,6 +285,55 @@ Seconds small_allreduce_time(const networks::Communicator& comm, Bytes bytes) {
 
 Seconds small_broadcast_time(const networks::Communicator& comm, Bytes bytes) {
   return small_mpi_time(comm, networks::CollectiveOp::kBroadcast, bytes);
+}
+
+namespace {
+
+// Phi^-1(p), the inverse standard normal distribution function, for 0 < p < 1: P. J. Acklam's
+// rational approximation (relative error below 1.2e-9), its lower half by symmetry.
+double normal_quantile(double p) {
+  if (p < 0.5) return -normal_quantile(1 - p);
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
+                             1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                             6.680131188771972e+01, -1.328068155288572e+01};
+  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                             -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                             3.754408661907416e+00};
+  if (p > 0.97575) {
+    const double q = std::sqrt(-2 * std::log(1 - p));
+    return -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+  }
+  const double q = p - 0.5;
+  const double r = q * q;
+  return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+}
+
+// Blom's approximation of the expected k-th smallest of n standard normals (G. Blom,
+// "Statistical Estimates and Transformed Beta-Variables", Wiley 1958).
+double blom_score(int k, int n) { return normal_quantile((k - 0.375) / (n + 0.25)); }
+
+}  // namespace
+
+double expected_max_normal(int n) { return n <= 1 ? 0.0 : blom_score(n, n); }
+
+std::vector<double> gpu_speed_scores(int n, std::uint64_t seed) {
+  std::vector<double> scores(static_cast<std::size_t>(std::max(n, 0)), 0.0);
+  if (n <= 1) return scores;
+  for (int k = 1; k <= n; ++k) scores[static_cast<std::size_t>(k - 1)] = blom_score(k, n);
+  // A stream of its own, so that the per-step draws stay those of the seed.
+  std::mt19937_64 rng(seed ^ 0x9E3779B97F4A7C15ULL);
+  for (std::size_t i = scores.size() - 1; i > 0; --i) {
+    std::swap(scores[i], scores[static_cast<std::size_t>(rng() % (i + 1))]);
+  }
+  return scores;
+}
+
+double expected_straggler_factor(const hardware::GpuSpec& gpu, int n) {
+  return 1 + std::hypot(gpu.speed_spread, gpu.step_jitter) * expected_max_normal(n);
 }
 
 }  // namespace dlsim::simulator

@@ -151,6 +151,18 @@ class NodeMirror {
   std::vector<char> server_slot_;  // by node slot
 };
 
+// Stragglers (docs/simulator.md): E[max of n standard normals] by Blom's approximation,
+// Phi^-1((n - 0.375) / (n + 0.25)); 0 for n <= 1.
+double expected_max_normal(int n);
+// Each of n GPUs' standard score of its own speed: the expected normal order statistics by
+// Blom's approximation, Phi^-1((k - 0.375) / (n + 0.25)) for k = 1..n, dealt to the ranks in an
+// order drawn from `seed` (a Fisher-Yates shuffle on mt19937_64); all 0 for n <= 1.
+std::vector<double> gpu_speed_scores(int n, std::uint64_t seed);
+// The factor every GPU of the analytic engine computes at: 1 + sqrt(spread^2 + jitter^2) x
+// E[max of n standard normals], the expected slowest of n GPUs whose speed varies by
+// `speed_spread` from GPU to GPU and by `step_jitter` from step to step.
+double expected_straggler_factor(const hardware::GpuSpec& gpu, int n);
+
 // `flow_observer` (may be null) sees every flow of the DES.
 EngineRun run_des(const StepSetup& setup, const Observers& observers,
                   FlowObserver* flow_observer = nullptr);

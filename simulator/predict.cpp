@@ -610,10 +610,12 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
           "servers on their own nodes; docs/simulator.md, \"One worker node for all\")",
           p.mirrored_nodes));
     }
-    p.why.push_back(
-        fmt::format("stragglers: the slowest of {} GPUs ends backward {} after one GPU alone would "
-                    "(step_jitter {:g})",
-                    o.gpus, ms(p.loss.stragglers), node0.gpu.step_jitter));
+    p.why.push_back(fmt::format(
+        "stragglers: the slowest of {} GPUs ends backward {} after one GPU alone would "
+        "(step_jitter {:g}{})",
+        o.gpus, ms(p.loss.stragglers), node0.gpu.step_jitter,
+        node0.gpu.speed_spread > 0 ? fmt::format(", speed_spread {:g}", node0.gpu.speed_spread)
+                                   : ""));
   } else {
     p.why.push_back("one GPU: no gradient exchange");
   }

@@ -776,6 +776,45 @@ TEST_CASE("des_and_analytic_agree_within_2_percent_where_no_link_is_shared") {
   }
 }
 
+TEST_CASE("each_gpu_keeps_its_own_speed_and_the_step_waits_for_the_expected_slowest") {
+  // docs/simulator.md, "Stragglers": with speed_spread s and no step jitter, the k-th slowest of
+  // N GPUs computes at 1 + s Phi^-1((k - 0.375) / (N + 0.25)) in every step (Blom's scores), so
+  // backward ends s Phi^-1((N - 0.375) / (N + 0.25)) (t_f + t_b) after one GPU's, in both
+  // engines. Phi^-1(1.625 / 2.25) = 0.589456, Phi^-1(15.625 / 16.25) = 1.768825 (the inverse of
+  // the normal distribution function, Python's statistics.NormalDist.inv_cdf).
+  const auto path = std::filesystem::temp_directory_path() / "dlsim-spread.yaml";
+  std::ofstream(path) << fmt::format(
+      "kind: cluster\nname: dlsim-spread\ndescription: GPUs 2 % apart (tests)\nsource: tests\n"
+      "extends: {0}/switched.yaml\nnode:\n  extends: {0}/one-gpu-node.yaml\n"
+      "  gpu: {{extends: v100-sxm2-16gb, step_jitter: 0, speed_spread: 0.02}}\n",
+      kHw);
+  struct Expected {
+    int gpus;
+    double score;
+  };
+  for (const auto& e : {Expected{2, 0.589456}, Expected{16, 1.768825}}) {
+    const int gpus = e.gpus;  // lambdas below use them (clang < 16: no bindings)
+    const double score = e.score;
+    for (const char* engine : {"des", "analytic"}) {
+      CAPTURE(gpus);
+      CAPTURE(engine);
+      auto o = options("resnet50", gpus);
+      o.cluster = path.string();
+      o.engine = *sim::parse_engine(engine);
+      const auto p = sim::predict(o);
+      CHECK(p.loss.communication_on_compute == 0);
+      CHECK(p.loss.stragglers ==
+            dlsim_test::approx(0.02 * score * (p.forward_s + p.backward_s)).epsilon(1e-5));
+    }
+  }
+  // The scores go to the ranks in an order drawn from the seed; the slowest is the same.
+  auto o = options("resnet50", 16);
+  o.cluster = path.string();
+  const double one = sim::predict(o).loss.stragglers;
+  o.seed = 7;
+  CHECK(sim::predict(o).loss.stragglers == dlsim_test::approx(one).epsilon(1e-9));
+}
+
 TEST_CASE("des_and_analytic_agree_where_a_pcie_nodes_nic_shares_its_gpus_uplink") {
   // hkbu-10gbe's PCIe node on InfiniBand: each ring channel crosses one switch uplink twice;
   // NCCL's search charges it (the tuner's channel speed halves), and the DES's flows share
@@ -1043,12 +1082,13 @@ std::string two_ranks_on_cores(const std::string& tag, int cores, const std::str
   const auto name = fmt::format("dlsim-{}-{}-{}", tag, cores, host_cpu.empty() ? "none" : "cpu");
   return test_cluster(
       name, fmt::format("two ranks on {} cores", cores),
-      fmt::format("nodes: 1\n"
-                  "node:\n  extends: iris-v100x4\n  gpus: 2\n  host: {{cores: {0}}}\n"
-                  "  switches: []\n  links: [[gpu*, cpu0, pcie], [nic0, cpu0, pcie]]\n"
-                  "  gpu: {{extends: v100-sxm2-16gb, threads: 1, step_jitter: 0}}\n"
-                  "library:\n  extends: mpi\n  name: {2}-mpi\n{1}",
-                  cores, host_cpu.empty() ? "" : "  host_cpu: " + host_cpu + "\n", name));
+      fmt::format(
+          "nodes: 1\n"
+          "node:\n  extends: iris-v100x4\n  gpus: 2\n  host: {{cores: {0}}}\n"
+          "  switches: []\n  links: [[gpu*, cpu0, pcie], [nic0, cpu0, pcie]]\n"
+          "  gpu: {{extends: v100-sxm2-16gb, threads: 1, step_jitter: 0, speed_spread: 0}}\n"
+          "library:\n  extends: mpi\n  name: {2}-mpi\n{1}",
+          cores, host_cpu.empty() ? "" : "  host_cpu: " + host_cpu + "\n", name));
 }
 
 }  // namespace
@@ -1134,11 +1174,12 @@ std::string one_channel_on_sms(int sms) {
   const auto name = fmt::format("dlsim-sm-share-{}", sms);
   return test_cluster(
       name, fmt::format("NCCL on {} SMs", sms),
-      fmt::format("nodes: 2\nnode:\n  extends: iris-v100x4\n"
-                  "  gpu: {{extends: v100-sxm2-16gb, step_jitter: 0, sm_count: {1}, "
-                  "memory: {{bandwidth: \"900TB/s\"}}}}\n"
-                  "library:\n  extends: nccl\n  name: {0}-nccl\n  max_channels: 1\n",
-                  name, sms));
+      fmt::format(
+          "nodes: 2\nnode:\n  extends: iris-v100x4\n"
+          "  gpu: {{extends: v100-sxm2-16gb, step_jitter: 0, speed_spread: 0, sm_count: {1}, "
+          "memory: {{bandwidth: \"900TB/s\"}}}}\n"
+          "library:\n  extends: nccl\n  name: {0}-nccl\n  max_channels: 1\n",
+          name, sms));
 }
 
 // Collective spans and the backward pass, from a prediction's trace.
