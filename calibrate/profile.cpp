@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -175,6 +176,78 @@ Points rates(const std::vector<Measurement>& ms, const std::set<std::string>& op
     p.rate.push_back(rs[rs.size() / 2]);
   }
   return p;
+}
+
+// GPU to GPU (docs/calibrate.md, "The profile"): the GEMM rates of `run gpu` from several GPUs,
+// one results file or more per GPU (a GPU is its hosts and PCI bus id, else its file). Each GPU's
+// speed is the geometric mean, over the GEMM shapes and precisions every GPU measured, of its rate
+// over the median GPU's at that shape; the spread is the coefficient of variation of those
+// speeds (sample standard deviation over the mean). Also the GPUs' own noise: the median over
+// GPUs and shapes of (max - min) / median of a record's samples.
+struct GpuSpread {
+  int gpus = 0;
+  int shapes = 0;
+  double spread = 0;
+  double slowest = 1, fastest = 1;  // speeds, the median GPU's = 1
+  double noise = 0;
+};
+
+std::optional<GpuSpread> gpu_spread(const std::vector<Results>& results,
+                                    const std::function<double(const Measurement&)>& stat) {
+  std::map<std::string, std::map<std::string, double>> rate;  // GPU -> shape -> FLOP/s
+  std::vector<double> noise;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& pv = results[i].provenance;
+    std::string id;
+    for (const auto& h : pv.hosts) id += h + ",";
+    const auto bus = pv.devices.find("gpu_pci_bus_id");
+    id += bus != pv.devices.end() ? bus->second : fmt::format("file {}", i);
+    for (const auto& m : results[i].measurements) {
+      const double t = stat(m);
+      if (m.op != "gemm" || m.backend != "cuda" || m.flops <= 0 || t <= 0) continue;
+      rate[id][m.dtype + " " + m.shape] = m.flops / t;
+      if (m.samples_s.size() > 1) noise.push_back((m.max_s() - m.min_s()) / m.median_s());
+    }
+  }
+  if (rate.size() < 3) return std::nullopt;
+  std::set<std::string> common;
+  for (const auto& [shape, r] : rate.begin()->second) common.insert(shape);
+  for (const auto& [gpu, shapes] : rate) {
+    std::set<std::string> keep;
+    for (const auto& k : common) {
+      if (shapes.count(k)) keep.insert(k);
+    }
+    common = keep;
+  }
+  GpuSpread out;
+  out.gpus = static_cast<int>(rate.size());
+  out.shapes = static_cast<int>(common.size());
+  if (common.empty()) return out;
+  std::map<std::string, double> log_speed;
+  for (const auto& k : common) {
+    std::vector<double> at;
+    for (const auto& [gpu, shapes] : rate) at.push_back(shapes.at(k));
+    std::sort(at.begin(), at.end());
+    const double median =
+        at.size() % 2 ? at[at.size() / 2] : (at[at.size() / 2 - 1] + at[at.size() / 2]) / 2;
+    for (const auto& [gpu, shapes] : rate) {
+      log_speed[gpu] += std::log(shapes.at(k) / median) / static_cast<double>(common.size());
+    }
+  }
+  std::vector<double> speed;
+  for (const auto& [gpu, l] : log_speed) speed.push_back(std::exp(l));
+  double mean = 0;
+  for (double v : speed) mean += v / static_cast<double>(speed.size());
+  double var = 0;
+  for (double v : speed) var += (v - mean) * (v - mean) / static_cast<double>(speed.size() - 1);
+  out.spread = std::sqrt(var) / mean;
+  out.slowest = *std::min_element(speed.begin(), speed.end());
+  out.fastest = *std::max_element(speed.begin(), speed.end());
+  if (!noise.empty()) {
+    std::sort(noise.begin(), noise.end());
+    out.noise = noise[noise.size() / 2];
+  }
+  return out;
 }
 
 }  // namespace
@@ -381,6 +454,27 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
       // As the CUDA runtime reported it (cudaDeviceProp::multiProcessorCount): the SMs NCCL's
       // channels take (docs/simulator.md, "NCCL on the compute's SMs").
       if (!gpu_sms.empty()) y += fmt::format("    sm_count: {}\n", gpu_sms);
+      if (const auto sp = gpu_spread(results, stat)) {
+        if (sp->shapes == 0) {
+          out.warnings.push_back(fmt::format(
+              "GPU to GPU: the {} GPUs' GEMM results share no shape; speed_spread kept from the "
+              "base ({:g})",
+              sp->gpus, bg.speed_spread));
+        } else {
+          y += fmt::format("    speed_spread: {:.4f}\n", std::min(0.5, sp->spread));
+          out.report.push_back(fmt::format(
+              "GPU to GPU: {} GPUs on {} GEMM shape(s): speeds {:.3f} .. {:.3f} of the median "
+              "GPU's, coefficient of variation {:.2f} % -> gpu.speed_spread (a record's own "
+              "samples spread by {:.1f} % (max - min) / median)",
+              sp->gpus, sp->shapes, sp->slowest, sp->fastest, sp->spread * 100, sp->noise * 100));
+          if (sp->spread < sp->noise / 3) {
+            out.warnings.push_back(fmt::format(
+                "GPU to GPU: the GPUs differ by {:.2f} %, within their own noise ({:.1f} % "
+                "between samples): measure with more repetitions (run gpu -n) to tell them apart",
+                sp->spread * 100, sp->noise * 100));
+          }
+        }
+      }
       y += "    efficiency:\n";
       y += fmt::format("      source: {}\n", q("dlcalibrate fit of " + files));
       const double peak = bg.peak.at("fp32").value();

@@ -530,3 +530,44 @@ TEST_CASE(
                        doctest::Contains("gpu_multiprocessors: must be an SM count in 1..1024"),
                        dlsim::InputError);
 }
+
+TEST_CASE("profile: gemm results of several gpus give the spread of their own speeds") {
+  // docs/calibrate.md, "The profile": the committed H100 GEMM sweep stands for four GPUs whose
+  // every sample is scaled by 1 / speed, speeds 1.00, 0.97, 1.02 and 0.99. Each GPU's speed over
+  // the median GPU's is the same at every shape; their coefficient of variation (sample
+  // standard deviation over the mean) is 0.0208167 / 0.995 = 0.020921 -> gpu.speed_spread.
+  const std::string file = std::string(DLSIM_CALIBRATE_FIXTURES) +
+                           "/../../../hardware/measured/h100-sxm5-2026-11-22/"
+                           "h100-resnet50-fp32.jsonl";
+  const auto one = cal::read_results(file);
+  cal::ProfileOptions o;
+  o.name = "h100s";
+  o.base = "dgx-h100";
+  // One GPU: nothing to compare, the base's spread stands.
+  CHECK(cal::fit_profile({one}, o).yaml.find("speed_spread") == std::string::npos);
+  std::vector<cal::Results> four;
+  const std::vector<double> speeds = {1.00, 0.97, 1.02, 0.99};
+  for (std::size_t g = 0; g < speeds.size(); ++g) {
+    auto r = one;
+    r.provenance.devices["gpu_pci_bus_id"] = fmt::format("0000:{:02x}:00.0", g + 1);
+    for (auto& m : r.measurements) {
+      for (auto& t : m.samples_s) t /= speeds[g];
+    }
+    four.push_back(r);
+  }
+  const auto p = cal::fit_profile(four, o);
+  CHECK(p.yaml.find("    speed_spread: 0.0209\n") != std::string::npos);
+  const bool reported = std::any_of(p.report.begin(), p.report.end(), [](const std::string& l) {
+    return l.find("GPU to GPU: 4 GPUs on") != std::string::npos &&
+           l.find("speeds 0.975 .. 1.025") != std::string::npos &&
+           l.find("coefficient of variation 2.09 %") != std::string::npos;
+  });
+  CHECK(reported);
+  // The profile reads back with it.
+  const auto dir = std::filesystem::temp_directory_path() / "dlsim_test_gpu_spread";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "h100s.yaml") << p.yaml;
+  const auto cluster = dlsim::hardware::load_cluster((dir / "h100s.yaml").string());
+  CHECK(cluster.groups.at(0).node.gpu.speed_spread == doctest::Approx(0.0209));
+  std::filesystem::remove_all(dir);
+}
