@@ -179,7 +179,8 @@ Points rates(const std::vector<Measurement>& ms, const std::set<std::string>& op
 }
 
 // GPU to GPU (docs/calibrate.md, "The profile"): the GEMM rates of `run gpu` from several GPUs,
-// one results file or more per GPU (a GPU is its hosts and PCI bus id, else its file). Each GPU's
+// one results file or more per GPU (a GPU is its hosts and PCI bus id, else its file; in a
+// collected job's file, each record's host and gpu_pci_bus_id). Each GPU's
 // speed is the geometric mean, over the GEMM shapes and precisions every GPU measured, of its rate
 // over the median GPU's at that shape; the spread is the coefficient of variation of those
 // speeds (sample standard deviation over the mean). Also the GPUs' own noise: the median over
@@ -198,13 +199,19 @@ std::optional<GpuSpread> gpu_spread(const std::vector<Results>& results,
   std::vector<double> noise;
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& pv = results[i].provenance;
-    std::string id;
-    for (const auto& h : pv.hosts) id += h + ",";
+    std::string file_id;
+    for (const auto& h : pv.hosts) file_id += h + ",";
     const auto bus = pv.devices.find("gpu_pci_bus_id");
-    id += bus != pv.devices.end() ? bus->second : fmt::format("file {}", i);
+    file_id += bus != pv.devices.end() ? bus->second : fmt::format("file {}", i);
     for (const auto& m : results[i].measurements) {
       const double t = stat(m);
       if (m.op != "gemm" || m.backend != "cuda" || m.flops <= 0 || t <= 0) continue;
+      // A collected job's file tags each record with its host and GPU (`collect`).
+      const auto host = m.params.find("host");
+      const auto gpu = m.params.find("gpu_pci_bus_id");
+      const std::string id = gpu == m.params.end()
+                                 ? file_id
+                                 : (host == m.params.end() ? "" : host->second + ",") + gpu->second;
       rate[id][m.dtype + " " + m.shape] = m.flops / t;
       if (m.samples_s.size() > 1) noise.push_back((m.max_s() - m.min_s()) / m.median_s());
     }

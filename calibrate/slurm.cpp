@@ -157,7 +157,10 @@ void validate_slurm_options(const SlurmOptions& o) {
   check_sbatch_value("--job-name", o.job_name, "_.-", "job name");
   // The directory goes into "#SBATCH --output=": one word, and no % (sbatch's file patterns).
   check_sbatch_value("--output-dir", o.output_dir, "_.-/+=@~,", "directory for #SBATCH --output");
-  if (!o.cpu && !o.mpi) fail_at({}, "--no-cpu", "leaves nothing to run: add --mpi");
+  if (!o.cpu && !o.mpi && !o.gpu) {
+    fail_at({}, "--no-cpu", "leaves nothing to run: add --mpi or --gpu");
+  }
+  if (o.gpu && o.gpus_per_node < 1) fail_at({}, "--gpu", "needs --gpus-per-node");
   if (!o.cpu && !o.cpu_args.empty()) fail_at({}, "--cpu-args", "given with --no-cpu");
   if (!o.resume_job.empty()) {
     if (!std::all_of(o.resume_job.begin(), o.resume_job.end(),
@@ -175,6 +178,7 @@ void validate_slurm_options(const SlurmOptions& o) {
     if (!o.array.empty()) fail_at({}, "--array", "cannot resume a job as an array");
   }
   if (!o.mpi && !o.mpi_args.empty()) fail_at({}, "--mpi-args", "needs --mpi");
+  if (!o.gpu && !o.gpu_args.empty()) fail_at({}, "--gpu-args", "needs --gpu");
 }
 
 std::string shell_quote(std::string_view text) {
@@ -231,6 +235,7 @@ std::string sbatch_script(const SlurmOptions& o) {
   };
   if (o.cpu) s += bash_array("CPU_ARGS", with_resume(o.cpu_args));
   if (o.mpi) s += bash_array("MPI_ARGS", with_resume(o.mpi_args));
+  if (o.gpu) s += bash_array("GPU_ARGS", with_resume(o.gpu_args));
   if (o.resume_job.empty()) {
     s += "\n# Results are named by the job id: one directory per job (per task of an array).\n";
     s += "RUN=\"$OUT/$SLURM_JOB_ID\"\n";
@@ -277,6 +282,24 @@ std::string sbatch_script(const SlurmOptions& o) {
     s += "  \"$DLCALIBRATE\" run mpi -o \"$RUN/mpi.jsonl\" \"${MPI_ARGS[@]}\"\n";
     s += "[ -s \"$RUN/mpi.jsonl\" ] || "
          "{ echo \"dlcalibrate: the MPI step wrote no results\" >&2; exit 1; }\n";
+  }
+  if (o.gpu) {
+    s +=
+        "\n# Every GPU on its own, one task each, at the same time: its GEMM rates, whose spread\n";
+    s += "# over the GPUs `fit` makes the GPUs' speed_spread (docs/calibrate.md). Needs a\n";
+    s += "# dlcalibrate built with CUDA.\n";
+    s += fmt::format("srun --nodes={} --ntasks-per-node={} --gpus-per-task=1 \\\n", o.nodes,
+                     o.gpus_per_node);
+    s += "  /bin/sh -c 'bin=$1 run=$2; shift 2; "
+         "exec \"$bin\" run gpu -o \"$run/gpu-$SLURMD_NODENAME-$SLURM_LOCALID.jsonl\" \"$@\"' "
+         "\\\n";
+    s += "  sh \"$DLCALIBRATE\" \"$RUN\" \"${GPU_ARGS[@]}\"\n";
+    s += "for node in $(cat \"$RUN/nodes.txt\"); do\n";
+    s += fmt::format("  for i in $(seq 0 {}); do\n", o.gpus_per_node - 1);
+    s += "    [ -s \"$RUN/gpu-$node-$i.jsonl\" ] || "
+         "{ echo \"dlcalibrate: no results from GPU $i of $node\" >&2; exit 1; }\n";
+    s += "  done\n";
+    s += "done\n";
   }
   s += "\necho \"dlcalibrate: job $SLURM_JOB_ID done; results in $RUN\"\n";
   return s;
@@ -543,7 +566,14 @@ CollectedJob collect_job(const std::string& job_id, const std::string& dir,
     };
     join(p.versions, q.versions, "version of");
     join(p.environment, q.environment, "environment variable");
-    join(p.devices, q.devices, "device");
+    // A GPU's own identity differs from file to file (one `run gpu` per GPU): it goes with
+    // the file's records instead.
+    auto devices = q.devices;
+    const auto bus = devices.find("gpu_pci_bus_id");
+    const std::string gpu_bus = bus != devices.end() ? bus->second : std::string();
+    devices.erase("gpu_pci_bus_id");
+    devices.erase("gpu_index");
+    join(p.devices, devices, "device");
     auto worst = [](std::optional<double>& into, const std::optional<double>& v) {
       if (v && (!into || *v > *into)) into = v;
     };
@@ -556,6 +586,7 @@ CollectedJob collect_job(const std::string& job_id, const std::string& dir,
     for (auto m : r.measurements) {
       if (!host.empty()) m.params["host"] = host;
       if (!node.empty()) m.params["slurm_node"] = node;
+      if (!gpu_bus.empty()) m.params["gpu_pci_bus_id"] = gpu_bus;
       m.params["slurm_job"] = job_id;
       c.merged.measurements.push_back(std::move(m));
     }

@@ -6,6 +6,8 @@
 // A job writes everything under <output dir>/<SLURM_JOB_ID>/:
 //   cpu-<node>.jsonl   `dlcalibrate run cpu` on each node (one task per node)
 //   mpi.jsonl          `dlcalibrate run mpi` (one rank per GPU, or per node), only with --mpi
+//   gpu-<node>-<i>.jsonl `dlcalibrate run gpu` on GPU i of each node (one task per GPU), only
+//                      with --gpu: the GPUs' own speeds (docs/calibrate.md, "The profile")
 //   nodes.txt          the allocation's nodes, one a line (scontrol show hostnames): topology
 //   nccl-env.txt       the NCCL_* variables the job ran with (the results depend on them)
 //   job.env            SLURM_JOB_ID, SLURM_JOB_NODELIST, partition and cluster
@@ -33,8 +35,9 @@ struct SlurmOptions {
   bool exclusive = true;    // measurements want the nodes to themselves
   bool cpu = true;          // `dlcalibrate run cpu` on each node
   bool mpi = false;         // `dlcalibrate run mpi` under srun --mpi=pmix
-  std::vector<std::string> cpu_args, mpi_args;  // passed on to the run subcommands
-  std::string command_line;                     // written into the script's header comment
+  bool gpu = false;         // `dlcalibrate run gpu` on every GPU, one task each
+  std::vector<std::string> cpu_args, mpi_args, gpu_args;  // passed on to the run subcommands
+  std::string command_line;  // written into the script's header comment
   // Finishes an earlier job (one killed on a node, or out of time) instead of starting afresh:
   // the job writes into <output dir>/<resume_job>/, on the nodes it had (resume_nodes, from
   // its nodes.txt, become #SBATCH --nodelist), and the run steps get --resume, so the points

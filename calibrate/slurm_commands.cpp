@@ -42,7 +42,7 @@ void add_slurm(CLI::App& app, const std::string& command_line) {
       "slurm", "Write the sbatch script that calibrates every node of a Slurm job; submit it");
   struct Opt {
     SlurmOptions s;
-    std::string cpu_args, mpi_args, script;
+    std::string cpu_args, mpi_args, gpu_args, script;
     bool dry_run = false, submit = false, wait = false, no_cpu = false, shared = false;
     double poll_s = 5;
   };
@@ -66,6 +66,9 @@ void add_slurm(CLI::App& app, const std::string& command_line) {
   c->add_option("--mpi-args", opt->mpi_args, "Arguments for `dlcalibrate run mpi` (with --mpi)");
   c->add_flag("--no-cpu", opt->no_cpu, "Leave out the CPU step");
   c->add_flag("--mpi", opt->s.mpi, "Add the srun --mpi=pmix step `dlcalibrate run mpi`");
+  c->add_flag("--gpu", opt->s.gpu,
+              "Add the step `dlcalibrate run gpu` on every GPU, one task each (the GPUs' speeds)");
+  c->add_option("--gpu-args", opt->gpu_args, "Arguments for `dlcalibrate run gpu` (with --gpu)");
   c->add_flag("--shared", opt->shared, "Do not ask for the nodes exclusively");
   c->add_option("--resume", opt->s.resume_job,
                 "Finish job JOBID (killed on a node, or out of time): same nodes and results "
@@ -86,6 +89,7 @@ void add_slurm(CLI::App& app, const std::string& command_line) {
     s.exclusive = !opt->shared;
     s.cpu_args = split_words(opt->cpu_args);
     s.mpi_args = split_words(opt->mpi_args);
+    s.gpu_args = split_words(opt->gpu_args);
     if (!s.resume_job.empty()) s.resume_nodes = nodes_of_job(s.output_dir, s.resume_job);
     const std::string script = sbatch_script(s);  // validates first: nothing is written before
     if (!opt->submit) {

@@ -570,4 +570,15 @@ TEST_CASE("profile: gemm results of several gpus give the spread of their own sp
   const auto cluster = dlsim::hardware::load_cluster((dir / "h100s.yaml").string());
   CHECK(cluster.groups.at(0).node.gpu.speed_spread == doctest::Approx(0.0209));
   std::filesystem::remove_all(dir);
+  // A collected job's one file (dlcalibrate collect): each record tagged with its host and GPU.
+  cal::Results merged;
+  merged.provenance = one.provenance;
+  for (std::size_t g = 0; g < four.size(); ++g) {
+    for (auto m : four[g].measurements) {
+      m.params["host"] = "node1";
+      m.params["gpu_pci_bus_id"] = four[g].provenance.devices.at("gpu_pci_bus_id");
+      merged.measurements.push_back(m);
+    }
+  }
+  CHECK(cal::fit_profile({merged}, o).yaml.find("    speed_spread: 0.0209\n") != std::string::npos);
 }

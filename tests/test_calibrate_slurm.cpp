@@ -87,6 +87,30 @@ TEST_CASE("sbatch_script_adds_one_pmix_rank_per_gpu_only_with_mpi") {
   CHECK(contains(cal::sbatch_script(o), "srun --mpi=pmix --nodes=2 --ntasks-per-node=1"));
 }
 
+TEST_CASE("sbatch_script_runs_run_gpu_on_every_gpu_only_with_gpu") {
+  // One task per GPU, each given its own GPU, files named by node and local task id; the job
+  // fails when a GPU wrote nothing (srun can return 0 for a step that never launched).
+  auto o = two_nodes();
+  o.gpus_per_node = 4;
+  CHECK_FALSE(contains(cal::sbatch_script(o), "run gpu"));
+  o.gpu = true;
+  o.gpu_args = {"--ops", "gemm", "-n", "30"};
+  const auto s = cal::sbatch_script(o);
+  CHECK(contains(s, "srun --nodes=2 --ntasks-per-node=4 --gpus-per-task=1"));
+  CHECK(contains(s, "run gpu -o \"$run/gpu-$SLURMD_NODENAME-$SLURM_LOCALID.jsonl\""));
+  CHECK(contains(s, "GPU_ARGS=('--ops' 'gemm' '-n' '30')"));
+  CHECK(contains(s, "for i in $(seq 0 3); do"));
+  CHECK(contains(s, "no results from GPU $i of $node"));
+  o.gpu_args = {kHostile};
+  const auto r = cal::run_process({"bash", "-n", "-c", cal::sbatch_script(o)});
+  CHECK_MESSAGE(r.exit_code == 0, r.err);
+  o.gpus_per_node = 0;
+  CHECK(contains(error_of(o), "--gpu: needs --gpus-per-node"));
+  o.gpu = false;
+  o.gpus_per_node = 4;
+  CHECK(contains(error_of(o), "--gpu-args: needs --gpu"));
+}
+
 TEST_CASE("sbatch_script_is_valid_bash") {
   auto o = two_nodes();
   o.mpi = true;
@@ -159,7 +183,7 @@ TEST_CASE("options_are_validated_with_one_line_naming_the_flag") {
   CHECK(error_of(o) == "--gpus-per-node: must not be negative (got -1)");
   o = two_nodes();
   o.cpu = false;
-  CHECK(error_of(o) == "--no-cpu: leaves nothing to run: add --mpi");
+  CHECK(error_of(o) == "--no-cpu: leaves nothing to run: add --mpi or --gpu");
   o = two_nodes();
   o.mpi_args = {"--ops", "allreduce"};
   CHECK(error_of(o) == "--mpi-args: needs --mpi");
