@@ -183,14 +183,17 @@ Points rates(const std::vector<Measurement>& ms, const std::set<std::string>& op
 // collected job's file, each record's host and gpu_pci_bus_id). Each GPU's
 // speed is the geometric mean, over the GEMM shapes and precisions every GPU measured, of its rate
 // over the median GPU's at that shape; the spread is the coefficient of variation of those
-// speeds (sample standard deviation over the mean). Also the GPUs' own noise: the median over
+// speeds (sample standard deviation over the mean) without the outliers: GPUs beyond Tukey's
+// fences, Q1 - 1.5 IQR and Q3 + 1.5 IQR of the speeds (the box plot's whiskers, as Sinha et
+// al. read "variation"), which are named instead. Also the GPUs' own noise: the median over
 // GPUs and shapes of (max - min) / median of a record's samples.
 struct GpuSpread {
   int gpus = 0;
   int shapes = 0;
   double spread = 0;
-  double slowest = 1, fastest = 1;  // speeds, the median GPU's = 1
+  double slowest = 1, fastest = 1;  // speeds of the GPUs kept, the median GPU's = 1
   double noise = 0;
+  std::vector<std::pair<std::string, double>> outliers;  // GPU, its speed
 };
 
 std::optional<GpuSpread> gpu_spread(const std::vector<Results>& results,
@@ -241,8 +244,26 @@ std::optional<GpuSpread> gpu_spread(const std::vector<Results>& results,
       log_speed[gpu] += std::log(shapes.at(k) / median) / static_cast<double>(common.size());
     }
   }
+  std::vector<double> sorted;
+  for (const auto& [gpu, l] : log_speed) sorted.push_back(std::exp(l));
+  std::sort(sorted.begin(), sorted.end());
+  const auto quartile = [&](double q) {  // linear between order statistics
+    const double at = q * static_cast<double>(sorted.size() - 1);
+    const auto i = static_cast<std::size_t>(at);
+    const double f = at - static_cast<double>(i);
+    return i + 1 < sorted.size() ? sorted[i] + f * (sorted[i + 1] - sorted[i]) : sorted[i];
+  };
+  const double q1 = quartile(0.25), q3 = quartile(0.75);
   std::vector<double> speed;
-  for (const auto& [gpu, l] : log_speed) speed.push_back(std::exp(l));
+  for (const auto& [gpu, l] : log_speed) {
+    const double v = std::exp(l);
+    if (v < q1 - 1.5 * (q3 - q1) || v > q3 + 1.5 * (q3 - q1)) {
+      out.outliers.emplace_back(gpu, v);
+    } else {
+      speed.push_back(v);
+    }
+  }
+  if (speed.size() < 2) speed = sorted;
   double mean = 0;
   for (double v : speed) mean += v / static_cast<double>(speed.size());
   double var = 0;
@@ -472,8 +493,16 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
           out.report.push_back(fmt::format(
               "GPU to GPU: {} GPUs on {} GEMM shape(s): speeds {:.3f} .. {:.3f} of the median "
               "GPU's, coefficient of variation {:.2f} % -> gpu.speed_spread (a record's own "
-              "samples spread by {:.1f} % (max - min) / median)",
-              sp->gpus, sp->shapes, sp->slowest, sp->fastest, sp->spread * 100, sp->noise * 100));
+              "samples spread by {:.1f} % (max - min) / median; {} outlier(s) left out)",
+              sp->gpus, sp->shapes, sp->slowest, sp->fastest, sp->spread * 100, sp->noise * 100,
+              sp->outliers.size()));
+          for (const auto& [gpu, v] : sp->outliers) {
+            out.warnings.push_back(fmt::format(
+                "GPU to GPU: GPU {} runs at {:.3f} of the median GPU's speed, beyond the others' "
+                "spread (Tukey's fences) and left out of speed_spread: a job that includes it "
+                "runs at its speed; drain it, or give the job's GPUs' own figure",
+                gpu, v));
+          }
           if (sp->spread < sp->noise / 3) {
             out.warnings.push_back(fmt::format(
                 "GPU to GPU: the GPUs differ by {:.2f} %, within their own noise ({:.1f} % "

@@ -581,4 +581,19 @@ TEST_CASE("profile: gemm results of several gpus give the spread of their own sp
     }
   }
   CHECK(cal::fit_profile({merged}, o).yaml.find("    speed_spread: 0.0209\n") != std::string::npos);
+  // A fifth GPU at 0.60 of the others' speed (Sinha et al. found GPUs up to 1.5x slow) is
+  // beyond Tukey's lower fence, Q1 - 1.5 IQR = 0.925 of the median GPU's: it is named, and the
+  // spread is the other four's.
+  auto slow = one;
+  slow.provenance.devices["gpu_pci_bus_id"] = "0000:05:00.0";
+  for (auto& m : slow.measurements) {
+    for (auto& t : m.samples_s) t /= 0.60;
+  }
+  four.push_back(slow);
+  const auto five = cal::fit_profile(four, o);
+  CHECK(five.yaml.find("    speed_spread: 0.0209\n") != std::string::npos);
+  const bool named = std::any_of(five.warnings.begin(), five.warnings.end(), [](const auto& w) {
+    return w.find("0000:05:00.0 runs at 0.606 of the median") != std::string::npos;
+  });
+  CHECK(named);
 }
