@@ -240,7 +240,7 @@ class PsQueues {
 
 EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
   const int n = setup.comm.size();
-  const double factor = expected_straggler_factor(*setup.gpu, n);
+  const double factor = expected_straggler_factor(setup);
   const auto& compute = setup.compute;
   auto at = [&](double seconds) { return to_time(seconds * factor); };
 

@@ -126,6 +126,8 @@ class DesStep {
     for (std::size_t r = 0; r < factors_.size(); ++r) {
       const double own = speed_scores_.empty() ? 0.0 : s_.gpu->speed_spread * speed_scores_[r];
       factors_[r] = std::max(0.0, 1 + own + cv * normal_());
+      // A GPU known to run at another speed (--gpu-speed) computes all of it that much slower.
+      if (!s_.rank_speed.empty()) factors_[r] /= s_.rank_speed[r];
     }
   }
 

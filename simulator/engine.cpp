@@ -336,4 +336,10 @@ double expected_straggler_factor(const hardware::GpuSpec& gpu, int n) {
   return 1 + std::hypot(gpu.speed_spread, gpu.step_jitter) * expected_max_normal(n);
 }
 
+double expected_straggler_factor(const StepSetup& setup) {
+  double factor = expected_straggler_factor(*setup.gpu, setup.comm.size());
+  for (double speed : setup.rank_speed) factor = std::max(factor, 1 / speed);
+  return factor;
+}
+
 }  // namespace dlsim::simulator

@@ -42,6 +42,9 @@ struct StepSetup {
   // Both engines' parameter-server exchanges of one worker node stand for every node's where
   // the nodes are alike (PredictOptions::mirror_nodes).
   bool mirror_nodes = true;
+  // By rank, its speed relative to the GPU profile's (PredictOptions::gpu_speed); empty: every
+  // rank at the profile's speed.
+  std::vector<double> rank_speed;
 };
 
 // GPU memory traffic of an NCCL kernel per byte it sends: the received copy written and read
@@ -162,6 +165,9 @@ std::vector<double> gpu_speed_scores(int n, std::uint64_t seed);
 // E[max of n standard normals], the expected slowest of n GPUs whose speed varies by
 // `speed_spread` from GPU to GPU and by `step_jitter` from step to step.
 double expected_straggler_factor(const hardware::GpuSpec& gpu, int n);
+// The same with the ranks' own speeds (StepSetup::rank_speed): the slowest rank's 1 / speed
+// where that exceeds the expected largest of the others' factors.
+double expected_straggler_factor(const StepSetup& setup);
 
 // `flow_observer` (may be null) sees every flow of the DES.
 EngineRun run_des(const StepSetup& setup, const Observers& observers,

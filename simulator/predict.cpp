@@ -215,6 +215,18 @@ void check_options(const PredictOptions& o) {
     fail_at({}, "--anchor-throughput",
             fmt::format("must be positive samples/s, got {}", *o.anchor_throughput));
   }
+  for (const auto& [rank, speed] : o.gpu_speed) {
+    if (rank < 0 || rank >= o.gpus) {
+      fail_at({}, "--gpu-speed",
+              fmt::format("rank {} is not in a job of {} GPU(s) (ranks 0..{})", rank, o.gpus,
+                          o.gpus - 1));
+    }
+    if (!(speed > 0 && speed <= kMaxGpuSpeed)) {
+      fail_at({}, "--gpu-speed",
+              fmt::format("rank {}'s speed must be in (0, {:g}] of its profile's, got {}", rank,
+                          kMaxGpuSpeed, speed));
+    }
+  }
   static_cast<void>(framework_policies().at(o.framework, {}));
   if (o.strategy) networks::collective_algorithms().at(*o.strategy, {});
 }
@@ -260,6 +272,12 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   setup.seed = o.seed;
   setup.overlap = o.overlap;
   setup.mirror_nodes = o.mirror_nodes;
+  if (!o.gpu_speed.empty()) {
+    setup.rank_speed.assign(static_cast<std::size_t>(o.gpus), 1.0);
+    for (const auto& [rank, speed] : o.gpu_speed) {
+      setup.rank_speed[static_cast<std::size_t>(rank)] = speed;
+    }
+  }
   const auto policy = policy_entry.make();
   setup.policy = policy.get();
 
@@ -386,7 +404,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   // The single-GPU step at the same per-GPU batch: the same engine on one GPU.
   double single = m.step;
   double single_backward_end = m.backward_end;
-  if (o.gpus > 1) {
+  if (o.gpus > 1 || !setup.rank_speed.empty()) {
     StepSetup one;
     one.cluster = setup.cluster;
     one.gpu = setup.gpu;
@@ -619,6 +637,16 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   } else {
     p.why.push_back("one GPU: no gradient exchange");
   }
+  if (!o.gpu_speed.empty()) {
+    std::vector<std::string> given;
+    for (const auto& [rank, speed] : o.gpu_speed) {
+      given.push_back(fmt::format("rank {} at {:g}", rank, speed));
+    }
+    p.why.push_back(fmt::format(
+        "GPU speeds given (--gpu-speed): {} of the profile's; the step waits for the slowest, "
+        "{} of backward beyond a GPU of the profile's speed, counted with the stragglers",
+        fmt::join(given, ", "), ms(p.loss.stragglers)));
+  }
   nlohmann::json params = nlohmann::json::object();
   for (const auto& [k, v] : o.model_params) params[k] = v;
   p.inputs = {
@@ -644,6 +672,11 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
       {"engine", to_string(o.engine)},
       {"anchor_throughput_samples_per_s",
        o.anchor_throughput ? nlohmann::json(*o.anchor_throughput) : nlohmann::json()}};
+  if (!o.gpu_speed.empty()) {
+    nlohmann::json speeds = nlohmann::json::object();
+    for (const auto& [rank, speed] : o.gpu_speed) speeds[std::to_string(rank)] = speed;
+    p.inputs["gpu_speed"] = speeds;
+  }
   return p;
 }
 

@@ -3,6 +3,7 @@
 // engine, and explains the result (docs/simulator.md; JSON schema in docs/predict-json.md).
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -54,7 +55,12 @@ struct PredictOptions {
   bool mirror_nodes = true;
   Engine engine = Engine::kDes;
   std::optional<double> anchor_throughput;  // samples/s on one GPU at this batch
+  // GPUs known to run at another speed than their profile's (a GPU that `dlcalibrate fit` named
+  // an outlier): rank -> its speed relative to the profile's, in (0, kMaxGpuSpeed]. The 1-GPU
+  // step that efficiencies are measured by stays the profile's.
+  std::map<int, double> gpu_speed;
 };
+inline constexpr double kMaxGpuSpeed = 4.0;
 inline constexpr std::int64_t kDefaultBatch = 32;
 using model::kMaxBatch;
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <sstream>
 
@@ -27,7 +28,7 @@ struct CommonFlags {
   PredictOptions base;
   simulator::FrameworkFlags fw;
   std::string batch, precision = "fp32", optimizer = "momentum", engine = "des";
-  std::vector<std::string> sets;
+  std::vector<std::string> sets, gpu_speeds;
   std::optional<double> anchor;
   std::string format = "table", output;
 };
@@ -59,6 +60,27 @@ PredictOptions resolve(const CommonFlags& f) {
   } else {
     fail_at({}, "--engine", fmt::format("unknown engine '{}' (des, analytic)", f.engine));
   }
+  // "--gpu-speed RANK=SPEED": a GPU known to run at SPEED of its profile's (predict() checks
+  // the rank against the job and the speed's range).
+  for (const auto& item : f.gpu_speeds) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) {
+      fail_at({}, "--gpu-speed", fmt::format("expected RANK=SPEED (e.g. 3=0.6), got '{}'", item));
+    }
+    const auto rank =
+        static_cast<int>(parse_int_flag(item.substr(0, eq), "--gpu-speed", 0, kMaxRanks - 1));
+    const auto text = item.substr(eq + 1);
+    double speed = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), speed);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
+        !std::isfinite(speed)) {
+      fail_at({}, "--gpu-speed",
+              fmt::format("rank {}'s speed must be a number (e.g. 0.6), got '{}'", rank, text));
+    }
+    if (!o.gpu_speed.emplace(rank, speed).second) {
+      fail_at({}, "--gpu-speed", fmt::format("rank {} is given twice", rank));
+    }
+  }
   if (f.anchor) {
     if (!(*f.anchor > 0) || !std::isfinite(*f.anchor)) {
       fail_at({}, "--anchor-throughput",
@@ -81,6 +103,10 @@ void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strat
     c->add_option("--gpus", f.base.gpus, "GPUs (one rank each)")
         ->required()
         ->check(CLI::Range(1, kMaxRanks));
+    c->add_option("--gpu-speed", f.gpu_speeds,
+                  "RANK=SPEED: that rank's GPU runs at SPEED of its profile's (e.g. 3=0.6 for a "
+                  "GPU dlcalibrate fit named 40 % slow); repeatable")
+        ->type_name("RANK=SPEED");
   }
   c->add_option("--gpus-per-node", f.base.gpus_per_node, "GPUs used per node (default: all)")
       ->check(CLI::Range(1, kMaxGpusPerNode));

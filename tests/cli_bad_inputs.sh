@@ -105,6 +105,11 @@ expect_failure "--anchor-throughput: must be positive samples/s, got nan" "${p[@
 expect_failure "--anchor-throughput: must be positive samples/s, got inf" "${p[@]}" --anchor-throughput inf
 expect_failure "--anchor-throughput: must be positive samples/s, got 0" "${p[@]}" --anchor-throughput 0
 expect_failure "--anchor-throughput" "${p[@]}" --anchor-throughput 1e999
+expect_failure "--gpu-speed: rank 8 is not in a job of 8 GPU(s)" predict --model resnet50 --gpus 8 --gpu-speed 8=0.5
+expect_failure "--gpu-speed: rank 2's speed must be in (0, 4]" predict --model resnet50 --gpus 8 --gpu-speed 2=0
+expect_failure "--gpu-speed: rank 2's speed must be a number" predict --model resnet50 --gpus 8 --gpu-speed 2=nan
+expect_failure "--gpu-speed: expected RANK=SPEED" predict --model resnet50 --gpus 8 --gpu-speed 0.5
+expect_failure "--gpu-speed: rank 2 is given twice" predict --model resnet50 --gpus 8 --gpu-speed 2=0.5 --gpu-speed 2=0.7
 expect_failure "--batch: must be a positive integer (at most 16777216) or 'max', got '0'" "${p[@]}" --batch 0
 expect_failure "--batch: must be a positive integer (at most 16777216) or 'max', got '1e3'" "${p[@]}" --batch 1e3
 expect_failure "--batch: must be a positive integer (at most 16777216) or 'max', got '99999999999999999999'" "${p[@]}" --batch 99999999999999999999

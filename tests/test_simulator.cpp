@@ -815,6 +815,48 @@ TEST_CASE("each_gpu_keeps_its_own_speed_and_the_step_waits_for_the_expected_slow
   CHECK(sim::predict(o).loss.stragglers == dlsim_test::approx(one).epsilon(1e-9));
 }
 
+TEST_CASE("a_gpu_known_to_be_slow_sets_the_step_and_the_baseline_stays_the_profiles") {
+  // docs/simulator.md, "A GPU known to be slow": rank r at speed f computes everything 1/f as
+  // long, so with no jitter and no spread backward ends (1/f - 1)(t_f + t_b) after a GPU of the
+  // profile's speed, in both engines; the 1-GPU step efficiencies are measured by stays the
+  // profile's. f = 0.6: 2/3 (t_f + t_b); f = 1.25 (a faster GPU) changes nothing.
+  const auto path = std::filesystem::temp_directory_path() / "dlsim-slow-gpu.yaml";
+  std::ofstream(path) << fmt::format(
+      "kind: cluster\nname: dlsim-slow-gpu\ndescription: steady GPUs (tests)\nsource: tests\n"
+      "extends: {0}/switched.yaml\nnode:\n  extends: {0}/one-gpu-node.yaml\n"
+      "  gpu: {{extends: v100-sxm2-16gb, step_jitter: 0, speed_spread: 0}}\n",
+      kHw);
+  for (const char* engine : {"des", "analytic"}) {
+    CAPTURE(engine);
+    auto o = options("resnet50", 8);
+    o.cluster = path.string();
+    o.engine = *sim::parse_engine(engine);
+    const auto nominal = sim::predict(o);
+    CHECK(nominal.loss.stragglers == 0);
+    o.gpu_speed = {{5, 0.6}};
+    const auto slow = sim::predict(o);
+    CHECK(slow.loss.stragglers ==
+          dlsim_test::approx((1 / 0.6 - 1) * (slow.forward_s + slow.backward_s)).epsilon(1e-6));
+    CHECK(slow.single_gpu_step_s == dlsim_test::approx(nominal.single_gpu_step_s).epsilon(1e-12));
+    CHECK(slow.step_time_s > nominal.step_time_s);
+    o.gpu_speed = {{5, 1.25}};
+    CHECK(sim::predict(o).step_time_s == dlsim_test::approx(nominal.step_time_s).epsilon(1e-9));
+    // One GPU at half speed: twice the step, half the efficiency.
+    auto one = options("resnet50", 1);
+    one.cluster = path.string();
+    one.engine = o.engine;
+    one.gpu_speed = {{0, 0.5}};
+    const auto half = sim::predict(one);
+    CHECK(half.step_time_s == dlsim_test::approx(2 * half.single_gpu_step_s).epsilon(1e-9));
+  }
+  auto o = options("resnet50", 8);
+  o.gpu_speed = {{8, 0.5}};
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--gpu-speed: rank 8 is not in a job"),
+                       dlsim::InputError);
+  o.gpu_speed = {{1, 0.0}};
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--gpu-speed"), dlsim::InputError);
+}
+
 TEST_CASE("des_and_analytic_agree_where_a_pcie_nodes_nic_shares_its_gpus_uplink") {
   // hkbu-10gbe's PCIe node on InfiniBand: each ring channel crosses one switch uplink twice;
   // NCCL's search charges it (the tuner's channel speed halves), and the DES's flows share
