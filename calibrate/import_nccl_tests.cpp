@@ -167,6 +167,7 @@ struct RunInfo {
   int test_line = 0;                      // where it was named
   std::map<int, std::string> rank_hosts;  // rank -> host, from "#  Rank N ... on HOST"
   int threads_x_gpus = 0;                 // from "# nThread T nGpus G"
+  double max_bytes = 0;                   // from "... maxBytes N" on that line (0: not given)
   int processes = 0;                      // from an echoed mpirun/srun line, or SLURM_NTASKS=
   int nodes = 0;                          // from an echoed srun -N / SLURM_NNODES=
   std::set<std::string> transports;       // SHM, P2P, NET: from NCCL INFO channel lines
@@ -349,6 +350,9 @@ struct TextReader {
       run.transports.clear();
       run.threads_x_gpus = std::min(1 << 20, log_count(m[1].str(), where, "nThread")) *
                            std::min(1 << 10, log_count(m[2].str(), where, "nGpus"));
+      static const std::regex max_bytes(R"(\bmaxBytes\s+(\d+))");
+      std::smatch mb;
+      run.max_bytes = std::regex_search(l, mb, max_bytes) ? std::stod(mb[1].str()) : 0;
     } else if (std::regex_search(l, m, rank_line)) {
       run.rank_hosts[std::min(1 << 20, log_count(m[1].str(), where, "Rank"))] = m[2].str();
       add_host(r.provenance, m[2].str());
@@ -405,6 +409,19 @@ struct TextReader {
     table.reset();
     if (rows.empty()) {
       fail_at(at(table_line), "", "the nccl-tests results table has no rows");
+    }
+    if (!footer && run.max_bytes > 0) {
+      // A table that stops short of the run's last size, with no footer, was cut off (an
+      // interrupted run, a log copied in part); a table copied whole but without its footer
+      // still reaches maxBytes.
+      const auto last = to_number(rows.back().tokens[c.size]);
+      if (last && *last < run.max_bytes) {
+        fail_at(
+            at(rows.back().line), "",
+            fmt::format("truncated: the table ends at {:.0f} B, the run's maxBytes is {:.0f} B, "
+                        "and no '# Avg bus bandwidth' line follows",
+                        *last, run.max_bytes));
+      }
     }
     if (!footer) {
       r.provenance.notes.push_back(fmt::format(

@@ -35,7 +35,11 @@ auto parse_flag(const std::string& text, const std::string& flag, Parse parse) {
 inline const CLI::Validator kSeed(
     [](std::string& s) {
       const bool digits = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
-      return digits ? std::string() : "must be a non-negative integer, got '" + s + "'";
+      std::uint64_t v = 0;
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      return digits && ec == std::errc() && end == s.data() + s.size()
+                 ? std::string()
+                 : "must be an integer in 0..18446744073709551615, got '" + s + "'";
     },
     "UINT");
 
@@ -69,7 +73,7 @@ inline long long parse_int_flag(const std::string& text, const std::string& flag
   return v;
 }
 
-// "--set NAME=VALUE" flags into name -> value (a later one wins).
+// "--set NAME=VALUE" flags into name -> value (a name given twice is an error: which one?).
 inline std::map<std::string, std::string> parse_model_sets(const std::vector<std::string>& sets) {
   std::map<std::string, std::string> out;
   for (const auto& s : sets) {
@@ -77,7 +81,9 @@ inline std::map<std::string, std::string> parse_model_sets(const std::vector<std
     if (eq == std::string::npos || eq == 0) {
       fail_at({}, "--set", fmt::format("expected NAME=VALUE, got '{}'", s));
     }
-    out[s.substr(0, eq)] = s.substr(eq + 1);
+    if (!out.emplace(s.substr(0, eq), s.substr(eq + 1)).second) {
+      fail_at({}, "--set", fmt::format("'{}' is given twice", s.substr(0, eq)));
+    }
   }
   return out;
 }
@@ -102,8 +108,26 @@ inline std::string one_line(std::string_view message) {
   return out;
 }
 
+// Every option that takes a value, in `app` and its subcommands, refuses an empty one: "--json
+// ''" or "-o ''" would otherwise read as the option left out (or as a file named "").
+inline void refuse_empty_values(CLI::App& app) {
+  for (auto* o : app.get_options()) {
+    if (o->get_type_size() == 0) continue;  // a flag
+    o->check(CLI::Validator(
+        [](std::string& value) {
+          return value.empty() ? std::string("an empty value (give one, or leave the option out)")
+                               : std::string();
+        },
+        "", "non-empty"));
+  }
+  for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    refuse_empty_values(*sub);
+  }
+}
+
 // Parses and runs `app` (its callbacks do the work); 0 when they all finished.
 inline int run_cli(CLI::App& app, int argc, char** argv, const std::string& program) {
+  refuse_empty_values(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 namespace dlsim {
@@ -33,12 +34,17 @@ namespace {
 // YAML gives a mapping's second copy of a key no meaning, and yaml-cpp keeps both and reads the
 // first: a value set twice ("nodes: 16" and, further down, "nodes: 8") would be used without the
 // second ever being read or checked. Every mapping of the file is checked once, at load.
-void refuse_duplicate_keys(const YAML::Node& node, const std::string& file) {
+// `seen`: the collections already checked, by their place in the text. An alias ("*a") is the
+// anchored node again, at the anchor's place: checked once, so that aliases nested in aliases
+// (a "billion laughs" file) cost their text's size, not their expansion's.
+void refuse_duplicate_keys(const YAML::Node& node, const std::string& file,
+                           std::set<std::pair<int, int>>& seen) {
+  if (!node.IsSequence() && !node.IsMap()) return;
+  if (!seen.insert({node.Mark().line, node.Mark().column}).second) return;
   if (node.IsSequence()) {
-    for (const auto& item : node) refuse_duplicate_keys(item, file);
+    for (const auto& item : node) refuse_duplicate_keys(item, file, seen);
     return;
   }
-  if (!node.IsMap()) return;
   std::vector<std::pair<YAML::Node, YAML::Node>> entries;  // (key, value) in file order
   for (const auto& kv : node) entries.emplace_back(kv.first, kv.second);
   // Mappings are small (tens of keys): pairwise is cheaper than building a set.
@@ -55,7 +61,7 @@ void refuse_duplicate_keys(const YAML::Node& node, const std::string& file) {
       }
     }
   }
-  for (const auto& [key, value] : entries) refuse_duplicate_keys(value, file);
+  for (const auto& [key, value] : entries) refuse_duplicate_keys(value, file, seen);
 }
 
 }  // namespace
@@ -68,7 +74,8 @@ ConfigNode ConfigNode::load_string(const std::string& text, const std::string& n
   } catch (const YAML::Exception& e) {
     fail_at({name, e.mark.line + 1, e.mark.column + 1}, "", "malformed YAML: " + e.msg);
   }
-  refuse_duplicate_keys(root, name);
+  std::set<std::pair<int, int>> seen;
+  refuse_duplicate_keys(root, name, seen);
   return ConfigNode(root, file);
 }
 

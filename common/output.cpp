@@ -191,6 +191,22 @@ void write_output(const std::string& path, const std::string& content) {
 }
 
 void write_outputs(const std::vector<std::pair<std::string, std::string>>& files) {
+  // Two outputs to one file: one would overwrite the other ("-", standard output, may repeat).
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      const auto& a = files[i].first;
+      const auto& b = files[j].first;
+      if (a.empty() || a == "-" || b.empty() || b == "-") continue;
+      std::error_code ec;
+      // A device (/dev/null) takes any number of outputs.
+      if (std::filesystem::exists(a, ec) && !std::filesystem::is_regular_file(a, ec)) continue;
+      const auto ca = std::filesystem::weakly_canonical(a, ec);
+      const auto cb = std::filesystem::weakly_canonical(b, ec);
+      if (a == b || (!ca.empty() && ca == cb)) {
+        fail_at({a}, "", "two of the outputs would be written to this one file");
+      }
+    }
+  }
   std::vector<Pending> pending;
   pending.reserve(files.size());
   try {

@@ -19,7 +19,7 @@ struct UnitFactor {
 // never above `max` (in the base unit): a value past it would overflow what dlsim computes with it
 // (picosecond integer time, 64-bit byte counts).
 double parse_with(std::string_view text, std::string_view what,
-                  std::initializer_list<UnitFactor> units, double max) {
+                  std::initializer_list<UnitFactor> units, double max, double min_positive) {
   const auto first = text.find_first_not_of(" \t");
   text.remove_prefix(first == std::string_view::npos ? text.size() : first);
   double number = 0.0;
@@ -49,6 +49,10 @@ double parse_with(std::string_view text, std::string_view what,
     if (!std::isfinite(value) || value > max) {
       throw std::invalid_argument(fmt::format("'{}' is out of range for a {} (at most {:g} {})",
                                               text, what, max, units.begin()->suffix));
+    }
+    if (value != 0 && value < min_positive) {
+      throw std::invalid_argument(fmt::format("'{}' is below the smallest nonzero {} ({:g} {})",
+                                              text, what, min_positive, units.begin()->suffix));
     }
     return value == 0 ? 0.0 : value;  // no negative zero
   }
@@ -82,23 +86,33 @@ std::optional<double> parse_number(std::string_view text) {
 }
 
 Bytes parse_bytes(std::string_view text) {
-  return Bytes(parse_with(text, "size",
-                          {{"B", 1},
-                           {"KB", 1e3},
-                           {"MB", 1e6},
-                           {"GB", 1e9},
-                           {"TB", 1e12},
-                           {"KiB", kKi},
-                           {"MiB", kKi * kKi},
-                           {"GiB", kKi * kKi * kKi},
-                           {"TiB", kKi * kKi * kKi * kKi}},
-                          kMaxBytes.value()));
+  const double bytes = parse_with(text, "size",
+                                  {{"B", 1},
+                                   {"KB", 1e3},
+                                   {"MB", 1e6},
+                                   {"GB", 1e9},
+                                   {"TB", 1e12},
+                                   {"KiB", kKi},
+                                   {"MiB", kKi * kKi},
+                                   {"GiB", kKi * kKi * kKi},
+                                   {"TiB", kKi * kKi * kKi * kKi}},
+                                  kMaxBytes.value(), 1.0);
+  return Bytes(bytes);
+}
+
+Bytes parse_whole_bytes(std::string_view text) {
+  const Bytes bytes = parse_bytes(text);
+  if (bytes.value() != std::floor(bytes.value())) {
+    throw std::invalid_argument(
+        fmt::format("'{}' is {:g} B, not a whole number of bytes", text, bytes.value()));
+  }
+  return bytes;
 }
 
 Seconds parse_seconds(std::string_view text) {
   return Seconds(parse_with(text, "duration",
                             {{"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}, {"ps", 1e-12}},
-                            kMaxSeconds.value()));
+                            kMaxSeconds.value(), kMinSeconds.value()));
 }
 
 Bandwidth parse_bandwidth(std::string_view text) {
@@ -121,7 +135,7 @@ Bandwidth parse_bandwidth(std::string_view text) {
                                {"Mb/s", 1.25e5},
                                {"Gb/s", 1.25e8},
                                {"Tb/s", 1.25e11}},
-                              kMaxBandwidth.value()));
+                              kMaxBandwidth.value(), kMinBandwidth.value()));
 }
 
 Flops parse_flops(std::string_view text) {
@@ -132,7 +146,7 @@ Flops parse_flops(std::string_view text) {
                            {"GFLOP", 1e9},
                            {"TFLOP", 1e12},
                            {"PFLOP", 1e15}},
-                          kMaxFlops.value()));
+                          kMaxFlops.value(), 0.0));
 }
 
 std::string format_bandwidth(Bandwidth b) { return with_prefix(b.value(), "B/s", false, 4); }
@@ -146,7 +160,7 @@ FlopRate parse_flop_rate(std::string_view text) {
                               {"GFLOP/s", 1e9},
                               {"TFLOP/s", 1e12},
                               {"PFLOP/s", 1e15}},
-                             kMaxFlopRate.value()));
+                             kMaxFlopRate.value(), kMinFlopRate.value()));
 }
 
 std::string format_bytes(Bytes b) { return with_prefix(b.value(), "B", true); }

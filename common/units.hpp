@@ -83,14 +83,23 @@ inline constexpr Seconds kMaxSeconds{1e6};
 inline constexpr Bandwidth kMaxBandwidth{1e15};
 inline constexpr FlopRate kMaxFlopRate{1e21};
 inline constexpr Flops kMaxFlops{1e24};
+// The smallest nonzero values: a duration below the clock's 1 ps, a bandwidth below 1 kB/s or a
+// compute rate below 1 MFLOP/s describes no machine and would push a step past the clock's range.
+inline constexpr Seconds kMinSeconds{1e-12};
+inline constexpr Bandwidth kMinBandwidth{1e3};
+inline constexpr FlopRate kMinFlopRate{1e6};
 
 // Parse "16GiB", "900GB/s", "25Gbit/s", "2.5us", "15.7TFLOP/s". The unit is required: a bare
-// number is rejected; so are negative, NaN, infinite and out-of-range values (above kMax*). Zero
+// number is rejected; so are negative, NaN, infinite and out-of-range values (above kMax*,
+// nonzero below kMin*: a size below 1 B). Zero
 // is accepted: a caller for which zero means nothing refuses it, naming its field. Throws
 // std::invalid_argument with a message naming the accepted units.
 // A finite number written in full ("12", "1.5e3"), or nothing.
 std::optional<double> parse_number(std::string_view text);
 Bytes parse_bytes(std::string_view text);
+// A size that a program sends or allocates (a message, a buffer, a partition, a chunk): a whole
+// number of bytes as well.
+Bytes parse_whole_bytes(std::string_view text);
 Seconds parse_seconds(std::string_view text);
 Bandwidth parse_bandwidth(std::string_view text);
 FlopRate parse_flop_rate(std::string_view text);

@@ -693,7 +693,7 @@ ProtocolSpec parse_protocol(const ConfigNode& p) {
     p.child("name").fail(fmt::format("unknown protocol '{}' (LL, LL128, Simple){}", s.name,
                                      did_you_mean(s.name, protocol_names())));
   }
-  s.chunk = capacity(p.child("chunk"));
+  s.chunk = positive(p.child("chunk"), quantity<Bytes>(p.child("chunk"), parse_whole_bytes));
   s.thread_threshold = capacity(p.child("thread_threshold"));
   s.max_threads = positive_int(p.child("max_threads"));
   p.finish();
@@ -798,6 +798,13 @@ void parse_bandwidth(const ConfigNode& b, TunerSpec& t, bool inherited) {
         row.push_back(fraction(e));
       }
       if (row.empty()) c.child(protocol_names()[static_cast<std::size_t>(p)]).fail("is empty");
+      // One factor per size class, 64 B to 256 MiB (NCCL's treeCorrectionFactor has 23): a
+      // longer list's tail would never be read; sizes past a shorter one take no correction.
+      if (row.size() > 23) {
+        c.child(protocol_names()[static_cast<std::size_t>(p)])
+            .fail(
+                fmt::format("has {} factors; at most 23 (64 B, 128 B, ..., 256 MiB)", row.size()));
+      }
     }
     c.finish();
   });
@@ -1128,6 +1135,19 @@ ClusterSpec load_cluster(const std::string& ref, const std::optional<std::string
   auto c = load_cluster(ref, library);
   if (network) c.network = load_network(*network);
   return c;
+}
+
+void check_reference(const std::string& ref, std::string_view kind, std::string_view field) {
+  if (is_path(ref)) {
+    std::error_code ec;
+    if (!fs::exists(ref, ec)) fail_at({}, field, fmt::format("{} file '{}' not found", kind, ref));
+    return;
+  }
+  const auto names = preset_names(kind);
+  if (std::find(names.begin(), names.end(), ref) == names.end()) {
+    fail_at({}, field,
+            fmt::format("unknown {} preset '{}'{}", kind, ref, did_you_mean(ref, names)));
+  }
 }
 
 AnySpec load_any(const std::string& ref, const std::string& kind) {

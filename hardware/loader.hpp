@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -24,6 +25,11 @@ ClusterSpec load_cluster(const std::string& name_or_path,
 // ... and on another network than its own (a preset name or a file), when `network` is given.
 ClusterSpec load_cluster(const std::string& name_or_path, const std::optional<std::string>& library,
                          const std::optional<std::string>& network);
+
+// An InputError naming `field` (the flag or key that gave `ref`) unless `ref` is a preset of
+// `kind` ("cluster", "library", "network", ...) or an existing file: what load_* would refuse
+// first, said about the field that holds it.
+void check_reference(const std::string& ref, std::string_view kind, std::string_view field);
 
 using AnySpec = std::variant<GpuSpec, NodeSpec, NetworkSpec, LibrarySpec, ClusterSpec>;
 

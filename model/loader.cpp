@@ -271,7 +271,11 @@ LayerGraph load_yaml_model(const ConfigNode& file_root, const ParamOverrides& ov
   if (auto params = root.maybe_child("params")) {
     for (const auto& p : params->keys()) {
       param_names.push_back(p);
-      model_scope->set(p, params->child(p).resolved());
+      const ConfigNode value = params->child(p);
+      // A parameter stands for one value in a layer's field ("channels: $width"), never for a
+      // list or a mapping.
+      if (!value.resolved().IsScalar()) value.fail("a model parameter must be a single value");
+      model_scope->set(p, value.resolved());
     }
   }
   for (const auto& [key, value] : overrides) {

@@ -156,6 +156,13 @@ void register_parameter_server(AlgorithmRegistry& r) {
 
 namespace dlsim::networks {
 
+namespace {
+// Server processes one worker node can host beside its workers: BytePS's advice is one or a few
+// per machine (docs/best-practice.md, "more BytePS server instances on the server machines");
+// a node's cores bound it long before this.
+constexpr int kMaxColocatedServersPerNode = 64;
+}  // namespace
+
 std::vector<PsServer> ps_servers(const CollectiveRequest& req, const Communicator& comm) {
   const auto& ps = req.ps;
   const auto& topo = *comm.topo;
@@ -169,6 +176,11 @@ std::vector<PsServer> ps_servers(const CollectiveRequest& req, const Communicato
   // The workers' nodes, for colocated servers only: thousands of exchanges ask for servers.
   const auto nodes = ps.colocated ? comm.ranks_by_node() : std::vector<std::vector<int>>{};
   const int worker_nodes = static_cast<int>(nodes.size());
+  if (ps.colocated && ps.servers > kMaxColocatedServersPerNode * worker_nodes) {
+    fail_at({}, "--ps-servers",
+            fmt::format("{} colocated servers on {} worker node(s): at most {} per node",
+                        ps.servers, worker_nodes, kMaxColocatedServersPerNode));
+  }
   std::vector<PsServer> out;
   out.reserve(static_cast<std::size_t>(ps.servers));
   for (int s = 0; s < ps.servers; ++s) {

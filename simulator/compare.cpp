@@ -232,7 +232,19 @@ Comparison compare(const CompareOptions& options) {
   const PredictInputs inputs = load_inputs(options.base);
   Comparison c;
   for (const auto& s : options.schemes) {
-    c.results.push_back({s, predict_scheme(options.base, s, inputs)});
+    if (!options.skip_unavailable) {
+      c.results.push_back({s, predict_scheme(options.base, s, inputs)});
+      continue;
+    }
+    try {
+      c.results.push_back({s, predict_scheme(options.base, s, inputs)});
+    } catch (const InputError& e) {
+      c.skipped.push_back(fmt::format("{}: {}", s, e.what()));
+    }
+  }
+  if (c.results.empty()) {
+    fail_at({}, "--strategy",
+            fmt::format("none of the schemes can run here ({})", fmt::join(c.skipped, "; ")));
   }
   // One contender per distinct job: `first[k]` is contender k's first result (whose scheme
   // predicts it in the searches), `names[k]` its name.
@@ -323,6 +335,7 @@ nlohmann::json to_json(const Comparison& c) {
   j["winner"] = c.contender[c.winner];
   j["margin_percent"] = c.margin * 100;
   j["why"] = c.why;
+  if (!c.skipped.empty()) j["skipped"] = c.skipped;
   j["schemes"] = nlohmann::json::array();
   for (std::size_t i = 0; i < c.results.size(); ++i) {
     const auto& r = c.results[i];
@@ -375,6 +388,7 @@ std::string to_table(const Comparison& c) {
   line("exposed (ms)",
        [](const Prediction& p) { return fmt::format("{:.3f}", p.exposed_communication_s * 1e3); });
   out += c.why + "\n";
+  for (const auto& s : c.skipped) out += "not compared: " + s + "\n";
   std::set<std::string> told;
   for (std::size_t i = 0; i < c.results.size(); ++i) {
     const auto& name = c.contender[i];

@@ -18,6 +18,9 @@ struct CompareOptions {
   PredictOptions base;
   std::vector<std::string> schemes;
   bool crossover = true;  // also search GPU counts and networks for a change of winner
+  // The schemes are the default list, not the user's: one the job cannot run (a library without
+  // trees) is left out with its reason rather than failing the comparison.
+  bool skip_unavailable = false;
 };
 
 struct SchemeResult {
@@ -49,6 +52,7 @@ struct Comparison {
   double margin = 0;       // winner's throughput over the runner-up's, minus one
   std::string why;
   std::vector<Crossover> crossovers;
+  std::vector<std::string> skipped;  // "tree: <why it cannot run here>" (skip_unavailable)
 };
 
 // InputError naming `--strategy` for an empty list or an unknown scheme.

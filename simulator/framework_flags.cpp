@@ -65,17 +65,17 @@ FrameworkOptions parse_framework_flags(const FrameworkFlags& f) {
   fw.xla = f.xla;
   fw.host_staging = f.host_staging;
   if (!f.fusion_threshold.empty()) {
-    fw.fusion_threshold = parse_flag(f.fusion_threshold, "--fusion-threshold", parse_bytes);
+    fw.fusion_threshold = parse_flag(f.fusion_threshold, "--fusion-threshold", parse_whole_bytes);
   }
   if (!f.cycle_time.empty()) {
     // Zero is Horovod's HOROVOD_CYCLE_TIME=0: its loop does not sleep between cycles.
     fw.cycle_time = parse_flag(f.cycle_time, "--cycle-time", parse_seconds);
   }
   if (!f.bucket_cap.empty()) {
-    fw.bucket_cap = positive<Bytes>(f.bucket_cap, "--bucket-cap", parse_bytes);
+    fw.bucket_cap = positive<Bytes>(f.bucket_cap, "--bucket-cap", parse_whole_bytes);
   }
   if (!f.first_bucket.empty()) {
-    fw.first_bucket = positive<Bytes>(f.first_bucket, "--first-bucket", parse_bytes);
+    fw.first_bucket = positive<Bytes>(f.first_bucket, "--first-bucket", parse_whole_bytes);
   }
   if (!f.mode.empty()) fw.mode = f.mode;
   if (!f.negotiation.empty()) {
@@ -93,7 +93,7 @@ FrameworkOptions parse_framework_flags(const FrameworkFlags& f) {
     }
   }
   if (!f.partition.empty()) {
-    fw.partition_bytes = positive<Bytes>(f.partition, "--partition", parse_bytes);
+    fw.partition_bytes = positive<Bytes>(f.partition, "--partition", parse_whole_bytes);
   }
   fw.ps_servers = f.ps_servers;
   fw.cache_capacity = f.cache_capacity;

@@ -72,15 +72,20 @@ struct CollectiveOptions {
   std::string ps_sharding = "split";
   std::string format = "table";
   std::string output;
+  std::vector<std::string> given;  // the options given on the command line (CLI11's count)
 };
 
 // "1MiB", or "MIN:MAX" doubling, or "MIN:MAX:xF" multiplying by F (as nccl-tests -b -e -f).
 std::vector<Bytes> parse_sizes(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream ss(text);
-  for (std::string p; std::getline(ss, p, ':');) parts.push_back(p);
+  std::vector<std::string> parts;  // every field, empty ones too ("1KiB:" is two)
+  for (std::size_t start = 0;;) {
+    const auto colon = text.find(':', start);
+    parts.push_back(text.substr(start, colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
   auto size = [&](const std::string& s) {
-    const Bytes b = parse_flag(s, "--bytes", parse_bytes);
+    const Bytes b = parse_flag(s, "--bytes", parse_whole_bytes);
     if (!(b.value() > 0)) fail_at({}, "--bytes", fmt::format("'{}': a size must be positive", s));
     // Sizes are whole bytes (rounded, as the sweep's are); one that rounds to none is no size.
     if (std::round(b.value()) < 1) {
@@ -88,8 +93,11 @@ std::vector<Bytes> parse_sizes(const std::string& text) {
     }
     return b;
   };
+  if (parts.empty() || parts.size() > 3) {
+    fail_at({}, "--bytes",
+            fmt::format("expected SIZE, MIN:MAX or MIN:MAX:xFACTOR, got '{}'", text));
+  }
   if (parts.size() == 1) return {size(parts[0])};
-  if (parts.size() > 3) fail_at({}, "--bytes", "expected SIZE, MIN:MAX or MIN:MAX:xFACTOR");
   const Bytes lo = size(parts[0]);
   const Bytes hi = size(parts[1]);
   double factor = 2;
@@ -123,6 +131,8 @@ void run_collective_cmd(const CollectiveOptions& opt) {
     fail_at({}, "--format", fmt::format("unknown format '{}' (table, json, csv)", opt.format));
   }
   const auto sizes = parse_sizes(opt.bytes);
+  hardware::check_reference(opt.cluster, "cluster", "--cluster");
+  if (opt.library) hardware::check_reference(*opt.library, "library", "--library");
   const auto cluster = hardware::load_cluster(opt.cluster, opt.library);
   networks::PlacementRequest pr;
   pr.gpus = opt.gpus;
@@ -136,6 +146,27 @@ void run_collective_cmd(const CollectiveOptions& opt) {
   }
   if (opt.ps_device != "cpu" && opt.ps_device != "gpu") {
     fail_at({}, "--ps-device", fmt::format("unknown device '{}' (cpu, gpu)", opt.ps_device));
+  }
+  if (opt.ps_sharding != "split" && opt.ps_sharding != "round_robin" &&
+      opt.ps_sharding != "greedy") {
+    fail_at({}, "--ps-sharding",
+            fmt::format("unknown sharding '{}' (split, round_robin, greedy)", opt.ps_sharding));
+  }
+  const auto given = [&](const char* flag) {
+    return std::find(opt.given.begin(), opt.given.end(), flag) != opt.given.end();
+  };
+  // Flags that shape one algorithm or operation only, given for another, would be ignored.
+  if (opt.algo != "ps") {
+    for (const char* flag : {"--ps-servers", "--ps-placement", "--ps-device", "--ps-sharding"}) {
+      if (given(flag)) {
+        fail_at({}, flag, fmt::format("applies to --algo ps only, not '{}'", opt.algo));
+      }
+    }
+  }
+  if (given("--root") && *op != networks::CollectiveOp::kBroadcast &&
+      *op != networks::CollectiveOp::kReduce) {
+    fail_at({}, "--root",
+            fmt::format("applies to broadcast and reduce only, not {}", networks::to_string(*op)));
   }
   const bool colocated = opt.ps_placement == "colocated";
   const bool dedicated = opt.algo == "ps" && !colocated;
@@ -336,7 +367,13 @@ void add_collective_command(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--format", opt->format, "table, json or csv")->capture_default_str();
   c->add_option("-o,--output", opt->output, "Write to this file");
-  c->callback([opt] { run_collective_cmd(*opt); });
+  c->callback([opt, c] {
+    for (const char* flag :
+         {"--ps-servers", "--ps-placement", "--ps-device", "--ps-sharding", "--root"}) {
+      if (c->count(flag) > 0) opt->given.emplace_back(flag);
+    }
+    run_collective_cmd(*opt);
+  });
 }
 
 }  // namespace dlsim::cli

@@ -13,6 +13,11 @@ namespace dlsim::simulator {
 
 using Time = std::int64_t;  // ps
 inline constexpr Time kPicosPerSecond = 1'000'000'000'000;
+// The longest simulated time: 10^6 s per step (as kMaxSeconds of any one duration), far inside
+// the 9.2 x 10^6 s the 64-bit clock holds, so that sums of such times do not wrap. Past it,
+// to_time and EventKernel::at throw an InputError naming the step.
+inline constexpr double kMaxSimulatedSeconds = 1e6;
+inline constexpr Time kMaxSimulatedTime = 1'000'000 * kPicosPerSecond;
 // Rounds seconds to the nearest picosecond (durations shorter than 0.5 ps become 0).
 Time to_time(double seconds);
 inline double to_seconds(Time t) { return static_cast<double>(t) / kPicosPerSecond; }
@@ -24,7 +29,9 @@ class EventKernel {
   Time now() const { return now_; }
   // Runs `action` at absolute time `t`, which must not be in the past (std::logic_error).
   void at(Time t, Action action);
-  void after(Time delay, Action action) { at(now_ + delay, std::move(action)); }
+  void after(Time delay, Action action) {
+    at(delay > kMaxSimulatedTime ? kMaxSimulatedTime + 1 : now_ + delay, std::move(action));
+  }
   // Dispatches events until none is left; returns how many ran.
   std::uint64_t run();
 

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "simulator/framework.hpp"
@@ -16,6 +17,8 @@
 namespace dlsim::simulator {
 namespace {
 
+// Partitions of one tensor BytePS can key: the low 16 bits of a key (operations.cc).
+constexpr std::int64_t kMaxPartitionsPerTensor = 1 << 16;
 // BytePS's default partition size (BYTEPS_PARTITION_BYTES, docs/env.md).
 constexpr double kDefaultPartition = 4'096'000;
 
@@ -42,6 +45,22 @@ class Byteps : public FrameworkPolicy {
     const double partition = o.partition_bytes ? o.partition_bytes->value() : kDefaultPartition;
     p.params.partition_bytes = Bytes(partition);
     p.settings["partition"] = fmt::format("{:.0f} B", partition);
+    // A partition's key is (declared tensor << 16) + its index (operations.cc): BytePS cuts a
+    // tensor into at most 65,536 partitions, so a smaller partition is no BytePS setting.
+    for (std::size_t t = 0; t < job.gradient_bytes.size(); ++t) {
+      const double count = std::ceil(job.gradient_bytes[t] / partition);
+      if (count > static_cast<double>(kMaxPartitionsPerTensor)) {
+        fail_at(
+            {}, "--partition",
+            fmt::format("{:.0f} B cuts gradient '{}' ({:.0f} B) into {:.0f} partitions; a "
+                        "BytePS key holds at most {} per tensor (key = tensor << 16 | "
+                        "partition), so the partition must be at least {:.0f} B",
+                        partition,
+                        t < job.gradient_names.size() ? job.gradient_names[t] : std::to_string(t),
+                        job.gradient_bytes[t], count, kMaxPartitionsPerTensor,
+                        std::ceil(job.gradient_bytes[t] / kMaxPartitionsPerTensor)));
+      }
+    }
     if (job.nodes == 1) {
       // One worker machine is not distributed: BytePS sums each partition with NCCL inside the
       // node and never contacts a server (BytePSGlobal::IsDistributed() is false).

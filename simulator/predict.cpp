@@ -211,9 +211,11 @@ void check_options(const PredictOptions& o) {
   if (o.batch && (*o.batch < 1 || *o.batch > kMaxBatch)) {
     fail_at({}, "--batch", fmt::format("must be in 1..{}, got {}", kMaxBatch, *o.batch));
   }
-  if (o.anchor_throughput && !(*o.anchor_throughput > 0 && std::isfinite(*o.anchor_throughput))) {
+  if (o.anchor_throughput &&
+      !(*o.anchor_throughput > 0 && *o.anchor_throughput <= kMaxAnchorThroughput)) {
     fail_at({}, "--anchor-throughput",
-            fmt::format("must be positive samples/s, got {}", *o.anchor_throughput));
+            fmt::format("must be positive samples/s, at most {:g}, got {}", kMaxAnchorThroughput,
+                        *o.anchor_throughput));
   }
   for (const auto& [rank, speed] : o.gpu_speed) {
     if (rank < 0 || rank >= o.gpus) {
@@ -236,6 +238,9 @@ void check_options(const PredictOptions& o) {
 PredictInputs load_inputs(const PredictOptions& o) {
   check_options(o);
   auto graph = model::load_model(o.model, o.model_params);
+  hardware::check_reference(o.cluster, "cluster", "--cluster");
+  if (o.library) hardware::check_reference(*o.library, "library", "--library");
+  if (o.network) hardware::check_reference(*o.network, "network", "--network");
   auto cluster = hardware::load_cluster(o.cluster, o.library, o.network);
   return PredictInputs{std::move(graph), std::move(cluster), o.model,  o.cluster,
                        o.model_params,   o.library,          o.network};
@@ -245,7 +250,27 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
   return predict(o, load_inputs(o), trace);
 }
 
+namespace {
+Prediction predict_step(const PredictOptions& o, const PredictInputs& inputs, StepObserver* trace);
+}  // namespace
+
 Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObserver* trace) {
+  try {
+    return predict_step(o, inputs, trace);
+  } catch (const InputError& e) {
+    // The collective library names the algorithm it was asked for as `collective`'s --algo;
+    // here that algorithm is the --strategy.
+    constexpr std::string_view algo = "--algo: ";
+    const std::string_view what = e.what();
+    if (what.starts_with(algo)) {
+      throw InputError("--strategy: " + std::string(what.substr(algo.size())));
+    }
+    throw;
+  }
+}
+
+namespace {
+Prediction predict_step(const PredictOptions& o, const PredictInputs& inputs, StepObserver* trace) {
   if (!inputs.matches(o)) {
     throw std::logic_error("predict: the loaded model and cluster are not the options' own");
   }
@@ -679,6 +704,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   }
   return p;
 }
+}  // namespace
 
 nlohmann::json to_json(const Prediction& p) {
   nlohmann::json j;

@@ -61,6 +61,9 @@ struct PredictOptions {
   std::map<int, double> gpu_speed;
 };
 inline constexpr double kMaxGpuSpeed = 4.0;
+// The largest --anchor-throughput: 10^9 samples/s on one GPU, far above any model's rate (its
+// compute times would otherwise scale below the clock's picosecond).
+inline constexpr double kMaxAnchorThroughput = 1e9;
 inline constexpr std::int64_t kDefaultBatch = 32;
 using model::kMaxBatch;
 

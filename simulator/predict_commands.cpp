@@ -157,6 +157,21 @@ void run_predict(const CommonFlags& f, const std::string& trace_path) {
   simulator::TraceWriter trace;
   const auto inputs = simulator::load_inputs(o);
   Prediction p = simulator::predict(o, inputs, trace_path.empty() ? nullptr : &trace);
+  // The parameter-server flags shape parameter-server exchanges only; a job without them would
+  // ignore them (compare, which runs several strategies, takes them for those that have).
+  if (p.strategy != "ps") {
+    const auto& fo = o.framework_options;
+    for (const auto& [given, flag] : {std::pair{fo.ps_servers.has_value(), "--ps-servers"},
+                                      std::pair{fo.ps_colocated.has_value(), "--ps-placement"},
+                                      std::pair{fo.ps_on_gpu.has_value(), "--ps-device"}}) {
+      if (given) {
+        fail_at({}, flag,
+                fmt::format("applies to parameter servers, and {} with strategy '{}' has none "
+                            "(use a parameter-server framework or --strategy ps)",
+                            o.framework, p.strategy));
+      }
+    }
+  }
   if (p.nodes > 1) {
     for (auto& line : simulator::faster_alternatives(o, inputs)) p.why.push_back(line);
   }
@@ -214,6 +229,12 @@ std::vector<int> parse_gpu_list(const std::string& text) {
     for (long long g = lo; g <= hi; g *= factor) out.push_back(static_cast<int>(g));
   }
   if (out.empty()) fail_at({}, "--gpus", "expected a list such as 1,2,4,8 or a range such as 1:64");
+  for (std::size_t i = 1; i < out.size(); ++i) {
+    if (std::find(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(i), out[i]) !=
+        out.begin() + static_cast<std::ptrdiff_t>(i)) {
+      fail_at({}, "--gpus", fmt::format("{} GPUs appear twice in '{}'", out[i], text));
+    }
+  }
   return out;
 }
 
@@ -280,14 +301,25 @@ void run_scale(const CommonFlags& f, const std::string& gpus, const std::string&
   write_outputs(files);
 }
 
-void run_compare(const CommonFlags& f, const std::string& strategies, bool crossover) {
+void run_compare(const CommonFlags& f, const std::string& strategies, bool crossover,
+                 bool default_strategies) {
   check_format(f.format);
   simulator::CompareOptions o;
   o.base = resolve(f);
   o.crossover = crossover;
-  std::stringstream ss(strategies);
-  std::string item;
-  while (std::getline(ss, item, ',')) o.schemes.push_back(item);
+  o.skip_unavailable = default_strategies;
+  // Every comma-separated name, empty ones too ("ring," names two, the second empty).
+  for (std::size_t start = 0;;) {
+    const auto comma = strategies.find(',', start);
+    const auto item = strategies.substr(start, comma - start);
+    if (item.empty()) {
+      fail_at({}, "--strategy",
+              fmt::format("an empty name in '{}' (a list such as ring,ps)", strategies));
+    }
+    o.schemes.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
   const auto c = simulator::compare(o);
   std::string out;
   if (f.format == "json") {
@@ -335,7 +367,9 @@ void add_predict_commands(CLI::App& app) {
   c->add_flag_callback(
       "--no-crossover", [crossover] { *crossover = false; },
       "Skip the search over GPU counts and networks for a change of winner");
-  c->callback([cf, strategies, crossover] { run_compare(*cf, *strategies, *crossover); });
+  c->callback([cf, strategies, crossover, c] {
+    run_compare(*cf, *strategies, *crossover, c->count("--strategy") == 0);
+  });
 }
 
 }  // namespace dlsim::cli

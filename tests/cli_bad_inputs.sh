@@ -97,7 +97,7 @@ expect_failure "--first-bucket: must be positive" "${p[@]}" --framework pytorch-
 expect_failure "--iterations: Value 0 not in range" "${p[@]}" --iterations 0
 expect_failure "--iterations: Value -3 not in range" "${p[@]}" --iterations -3
 expect_failure "--iterations: Value 99999999999 not in range 1 to 1000000" "${p[@]}" --iterations 99999999999
-expect_failure "--seed: must be a non-negative integer, got '-1'" "${p[@]}" --seed -1
+expect_failure "--seed: must be an integer in 0..18446744073709551615, got '-1'" "${p[@]}" --seed -1
 expect_failure "--seed" "${p[@]}" --seed x
 expect_failure "--gpus-per-node: Value 0 not in range" "${p[@]}" --gpus-per-node 0
 expect_failure "--gpus-per-node: Value -2 not in range" "${p[@]}" --gpus-per-node -2
@@ -139,14 +139,14 @@ expect_failure "model 'resnet50' has no parameter 'seq_len'" "${p[@]}" --set seq
 expect_failure "--format: unknown format 'xml'" "${p[@]}" --format xml
 expect_failure "--gpus: must be in 1..1048576, got 0" scale --model resnet50 --gpus 1,0
 expect_failure "--gpus: expected an integer, got ''" scale --model resnet50 --gpus 1,,2
-expect_failure "--gpus: expected a list such as 1,2,4,8" scale --model resnet50 --gpus ""
+expect_failure "--gpus: an empty value" scale --model resnet50 --gpus ""
 expect_failure "--gpus: range '8:2' runs backwards" scale --model resnet50 --gpus 8:2
 expect_failure "--gpus: expected MIN:MAX or MIN:MAX:xF, got '1:8:2'" scale --model resnet50 --gpus 1:8:2
 expect_failure "--gpus: step 'x1' must be xF with F >= 2 (e.g. x2)" scale --model resnet50 --gpus 1:8:x1
-expect_failure "--strategy: an empty name in the list" compare --model resnet50 --gpus 8 --strategy ring,,ps
+expect_failure "--strategy: an empty name in 'ring,,ps'" compare --model resnet50 --gpus 8 --strategy ring,,ps
 expect_failure "--bytes: '0B': a size must be positive" collective --gpus 8 --bytes 0B
 expect_failure "--bytes: '-1MiB' is negative" collective --gpus 8 --bytes -1MiB
-expect_failure "--bytes: '0.4B': a size must be at least 1 byte" collective --gpus 8 --bytes 0.4B:1KiB
+expect_failure "--bytes: '0.4B' is below the smallest nonzero size (1 B)" collective --gpus 8 --bytes 0.4B:1KiB
 expect_failure "--bytes: MAX is smaller than MIN" collective --gpus 8 --bytes 1MiB:1KiB
 expect_failure "--bytes: step 'x1' must be xF with F > 1" collective --gpus 8 --bytes 1MiB:1GiB:x1
 expect_failure "--bytes: step 'xnan' must be xF with F > 1" collective --gpus 8 --bytes 1MiB:1GiB:xnan
@@ -169,6 +169,35 @@ expect_failure "--gpus-per-thread: 8 GPUs do not split into threads of 3" collec
 expect_failure "--gpus-per-thread: Value 0 not in range" collective --gpus 8 --gpus-per-thread 0
 expect_failure "--mode: unknown tf-replicated mode 'nccl2' (nccl, copy)" predict --model resnet50 --gpus 4 --framework tf-replicated --mode nccl2
 expect_failure "--ps-servers: does not apply to framework 'tf-replicated copy'" predict --model resnet50 --gpus 4 --framework tf-replicated --mode copy --ps-servers 2
+
+# Inputs that once crashed, hung or were silently ignored.
+expect_failure "--bytes: an empty value" collective --gpus 8 --bytes ""
+expect_failure "--bytes: expected SIZE, MIN:MAX or MIN:MAX:xFACTOR, got '1:2:x2:4'" collective --gpus 8 --bytes 1:2:x2:4
+expect_failure "--bytes: '' is not a size" collective --gpus 8 --bytes 1KiB:
+expect_failure "--bytes: '1.5B' is 1.5 B, not a whole number of bytes" collective --gpus 8 --bytes 1.5B
+expect_failure "--partition: 1 B cuts gradient 'fc.weight' (8192000 B) into 8192000 partitions" predict --model resnet50 --gpus 8 --framework byteps --partition 1B
+expect_failure "--ps-servers: 1048576 colocated servers on 2 worker node(s): at most 64 per node" collective --gpus 8 --algo ps --ps-servers 1048576 --ps-placement colocated
+expect_failure "--ps-servers: applies to parameter servers, and horovod with strategy 'auto' has none" predict --model resnet50 --gpus 8 --ps-servers 4
+expect_failure "--ps-servers: applies to --algo ps only, not 'auto'" collective --gpus 8 --ps-servers 4
+expect_failure "--ps-sharding: unknown sharding 'bogus'" collective --gpus 8 --algo ps --ps-sharding bogus
+expect_failure "--root: applies to broadcast and reduce only, not allreduce" collective --gpus 8 --root 3
+expect_failure "--set: 'seq_len' is given twice" model show gpt2 --set seq_len=64 --set seq_len=128
+expect_failure "--gpus: 2 GPUs appear twice in '1,2,2'" scale --model resnet50 --gpus 1,2,2
+expect_failure "--strategy: an empty name in 'ring,'" compare --model resnet50 --gpus 8 --strategy ring,
+expect_failure "--cycle-time: '1e-20ms' is below the smallest nonzero duration" predict --model resnet50 --gpus 8 --cycle-time 1e-20ms
+expect_failure "--anchor-throughput: must be positive samples/s, at most 1e+09" predict --model resnet50 --gpus 8 --anchor-throughput 1e308
+expect_failure "--mode: an empty value" predict --model resnet50 --gpus 8 --mode ""
+expect_failure "--cluster: unknown cluster preset 'dgx9'" predict --model resnet50 --gpus 8 --cluster dgx9
+expect_failure "--network: network file 'no/such.yaml' not found" predict --model resnet50 --gpus 8 --network no/such.yaml
+expect_failure "--strategy: NCCL's 'nvls' cannot run allreduce here: NVLS needs Hopper GPUs" predict --model resnet50 --gpus 16 --cluster dgx-a100 --strategy nvls
+expect_failure "two of the outputs would be written to this one file" predict --model resnet50 --gpus 8 --trace "$tmp/out.json"
+mkdir -p "$tmp/slow"
+printf 'kind: network\nname: slow\ndescription: one bit per second\nsource: tests\nextends: 10gbe\nport: {bandwidth: "10bit/s", latency: "1us"}\n' >"$tmp/slow/slow.yaml"
+expect_failure "'port.bandwidth': '10bit/s' is below the smallest nonzero bandwidth (1000 B/s)" predict --model resnet50 --gpus 8 --network "$tmp/slow/slow.yaml"
+printf 'kind: network\nname: slow2\ndescription: a latency of 11 days\nsource: tests\nextends: 10gbe\nport: {bandwidth: "10Gbit/s", latency: "1e6s"}\n' >"$tmp/slow/slow2.yaml"
+expect_failure "step: the simulated step would reach" predict --model resnet50 --gpus 8 --network "$tmp/slow/slow2.yaml"
+printf 'name: bomb\ndescription: d\nsource: s\nparams:\n  a0: &a0 [1, 1]\n  a1: &a1 [*a0, *a0]\nlayers:\n  - {name: data, op: input, shape: [3]}\n' >"$tmp/slow/bomb.yaml"
+expect_failure "'params.a0': a model parameter must be a single value" model show "$tmp/slow/bomb.yaml"
 
 # Outputs of one command appear together or not at all: an output that cannot be written (a
 # missing folder) leaves no trace file or plot behind.

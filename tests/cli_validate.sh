@@ -131,6 +131,25 @@ expect_failure "unknown key 'framwork'; did you mean 'framework'" --data "$tp" -
 expect_failure "no --data file named 'throughput'" --data "$root/validate/data/scaling_claims.csv" \
   --cases "$tf"
 expect_failure "cannot open the file" --data "$tmp/none.csv" --cases "$tf"
+hr=$root/validate/data/horovod_readme2017.csv
+hc=$root/validate/cases/horovod_readme2017.yaml
+expect_failure "--cases: given twice" --data "$hr" --cases "$hc" --cases "$hc"
+mkdir -p "$tmp/dup"
+cp "$hr" "$tmp/dup/"
+expect_failure "--data: a second table named 'horovod_readme2017'" --data "$hr" \
+  --data "$tmp/dup/horovod_readme2017.csv" --cases "$hc"
+expect_failure "--svg-dir: its parent folder" --data "$hr" --cases "$hc" --svg-dir "$tmp/no/such"
+sed 's/^\(.*\)$/\1,x/; 1s/,x$/,value/' "$hr" >"$tmp/dup/twice.csv"
+expect_failure "twice.csv:1: value: column given twice" --data "$tmp/dup/twice.csv" --cases "$hc"
+sed 's/throughput: 134.4/throughput: 0/' "$hc" >"$tmp/dup/anchor0.yaml"
+grep -q 'throughput: 0}' "$tmp/dup/anchor0.yaml" || fail "the anchor0 fixture has no zero anchor"
+expect_failure "anchor.throughput': must be a single-GPU rate in (0, 1e+09] samples/s, got 0" \
+  --data "$hr" --cases "$tmp/dup/anchor0.yaml"
+# A spreadsheet's byte-order mark is no part of the first column's name.
+mkdir -p "$tmp/bom"
+{ printf '\357\273\277'; cat "$hr"; } >"$tmp/bom/horovod_readme2017.csv"
+"$dlval" published --data "$tmp/bom/horovod_readme2017.csv" --cases "$hc" -o "$tmp/bom/r.md" \
+  2>/dev/null || fail "a CSV with a byte-order mark is refused"
 expect_failure "a scaling_efficiency case needs a single-GPU anchor" \
   --data "$root/validate/data/scaling_claims.csv" --cases "$fx/efficiency_node_anchor.yaml"
 expect_failure "bad_precision.yaml:11:64: 'cases[0].predict.precision': unknown precision 'fp8'" \

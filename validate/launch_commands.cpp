@@ -327,12 +327,12 @@ void add_launch(CLI::App& app, const std::string& command_line) {
     o.script_args = split_words(opt->script_args);
     o.exclusive = !opt->shared;
     if (!opt->fusion.empty()) {
-      o.knobs.fusion_threshold = parse_flag(opt->fusion, "--fusion-threshold", parse_bytes);
+      o.knobs.fusion_threshold = parse_flag(opt->fusion, "--fusion-threshold", parse_whole_bytes);
     }
     if (!opt->cycle.empty())
       o.knobs.cycle_time = parse_flag(opt->cycle, "--cycle-time", parse_seconds);
     if (!opt->bucket.empty())
-      o.knobs.bucket_cap = parse_flag(opt->bucket, "--bucket-cap", parse_bytes);
+      o.knobs.bucket_cap = parse_flag(opt->bucket, "--bucket-cap", parse_whole_bytes);
     if (opt->ps_servers) o.knobs.ps_servers = *opt->ps_servers;
     if (!opt->compression.empty()) {
       o.knobs.compression = simulator::parse_gradient_compression(opt->compression);

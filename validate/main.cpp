@@ -61,7 +61,26 @@ void add_published(CLI::App& app, const std::string& command) {
   c->callback([o, command] {
     // Everything is read and predicted before any file is written.
     std::vector<val::Table> tables;
-    for (const auto& d : o->data) tables.push_back(val::read_table(d));
+    for (const auto& d : o->data) {
+      tables.push_back(val::read_table(d));
+      // Cases name their table by its file's stem: two files of one name would leave one unread.
+      for (std::size_t i = 0; i + 1 < tables.size(); ++i) {
+        if (tables[i].name == tables.back().name) {
+          dlsim::fail_at({d}, "--data",
+                         fmt::format("a second table named '{}' (the first: {}); cases name "
+                                     "their table by its file name",
+                                     tables.back().name, tables[i].path));
+        }
+      }
+    }
+    for (std::size_t i = 0; i < o->cases.size(); ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        if (std::filesystem::weakly_canonical(o->cases[i]) ==
+            std::filesystem::weakly_canonical(o->cases[j])) {
+          dlsim::fail_at({o->cases[i]}, "--cases", "given twice (its rows would count twice)");
+        }
+      }
+    }
     std::vector<val::CaseFile> files;
     std::vector<val::Comparison> all;
     std::vector<val::Curve> curves;
@@ -94,7 +113,15 @@ void add_published(CLI::App& app, const std::string& command) {
     }
     if (!o->svg_dir.empty()) {
       std::error_code ec;
-      std::filesystem::create_directories(o->svg_dir, ec);
+      // The folder itself may be new, its parent not (as -o and --html into a missing folder).
+      auto folder = std::filesystem::absolute(o->svg_dir).lexically_normal();
+      if (!folder.has_filename()) folder = folder.parent_path();  // "dir/"
+      const auto parent = folder.parent_path();
+      if (!std::filesystem::is_directory(parent)) {
+        dlsim::fail_at({o->svg_dir}, "--svg-dir",
+                       fmt::format("its parent folder {} does not exist", parent.string()));
+      }
+      std::filesystem::create_directory(o->svg_dir, ec);
       if (ec)
         dlsim::fail_at({o->svg_dir}, "--svg-dir", "cannot create the folder: " + ec.message());
       for (const auto& f : figures) {

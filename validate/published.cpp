@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <regex>
 
 #include "common/config.hpp"
 #include "common/error.hpp"
@@ -68,13 +69,35 @@ double number(const Table& t, std::size_t i, const std::string& column) {
 
 // A measured value of a row: a positive, finite number (errors are relative to it, and the
 // plots take its logarithm).
+// Bounds of a row: a GPU count as the programs take one (2^20 ranks), and a measurement far
+// above any published figure (samples/s or %), so that errors and plots stay finite.
+constexpr int kMaxRowGpus = 1 << 20;
+constexpr double kMaxMeasurement = 1e12;
+
 double measurement(const Table& t, std::size_t i, const std::string& column) {
   const double v = number(t, i, column);
-  if (!(v > 0) || !std::isfinite(v)) {
+  if (!(v > 0) || !std::isfinite(v) || v > kMaxMeasurement) {
     fail_at({t.path, t.lines[i]}, column,
-            fmt::format("'{}' is not a positive measurement", t.rows[i].at(column)));
+            fmt::format("'{}' is not a positive measurement (at most {:g})", t.rows[i].at(column),
+                        kMaxMeasurement));
   }
   return v;
+}
+
+// A count of a row ("num_gpus"): a whole number in [1, max].
+int count(const Table& t, std::size_t i, const std::string& column, int max) {
+  const double v = number(t, i, column);
+  if (!(v >= 1 && v <= max) || v != std::floor(v)) {
+    fail_at({t.path, t.lines[i]}, column,
+            fmt::format("'{}' is not a whole number in 1..{}", t.rows[i].at(column), max));
+  }
+  return static_cast<int>(v);
+}
+
+// The units a throughput row may be in: samples of some kind per second, of the job or "(total)".
+bool throughput_unit(const std::string& unit) {
+  static const std::regex units(R"((images|samples|sentences|sequences|tokens)/s( \(total\))?)");
+  return std::regex_match(unit, units);
 }
 
 // Nearest-rank percentile of sorted values (q in (0, 1]).
@@ -95,7 +118,17 @@ Table read_table(const std::string& path) {
   t.name = std::filesystem::path(path).stem().string();
   std::string line;
   if (!std::getline(in, line)) fail_at({path}, "", "empty file (no header row)");
+  // A spreadsheet's UTF-8 byte-order mark is no part of the first column's name.
+  if (line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
   t.columns = split_csv(line);
+  for (std::size_t i = 0; i < t.columns.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (t.columns[i] == t.columns[j]) {
+        fail_at({path, 1}, t.columns[i],
+                fmt::format("column given twice (fields {} and {})", j + 1, i + 1));
+      }
+    }
+  }
   int no = 1;
   while (std::getline(in, line)) {
     ++no;
@@ -144,7 +177,15 @@ CaseFile read_cases(const std::string& path) {
     if (c.has("anchor")) {
       const auto a = c.child("anchor");
       if (a.has("match")) k.anchor_match = string_map(a.child("match"));
-      if (a.has("throughput")) k.anchor_throughput = a.get<double>("throughput");
+      if (a.has("throughput")) {
+        k.anchor_throughput = a.get<double>("throughput");
+        if (!(*k.anchor_throughput > 0 &&
+              *k.anchor_throughput <= simulator::kMaxAnchorThroughput)) {
+          a.child("throughput")
+              .fail(fmt::format("must be a single-GPU rate in (0, {:g}] samples/s, got {}",
+                                simulator::kMaxAnchorThroughput, *k.anchor_throughput));
+        }
+      }
       a.finish();
       if (k.anchor_match.empty() == !k.anchor_throughput) {
         a.fail("give exactly one of match (a row of the table) or throughput (samples/s)");
@@ -210,14 +251,14 @@ CaseFile read_cases(const std::string& path) {
       }
     };
     if (p.has("fusion_threshold")) {
-      o.framework_options.fusion_threshold = quantity("fusion_threshold", parse_bytes);
+      o.framework_options.fusion_threshold = quantity("fusion_threshold", parse_whole_bytes);
     }
     if (p.has("cycle_time")) {
       // Zero or more (parse_seconds refuses negatives): 0 is HOROVOD_CYCLE_TIME=0.
       o.framework_options.cycle_time = quantity("cycle_time", parse_seconds);
     }
     if (p.has("bucket_cap")) {
-      o.framework_options.bucket_cap = quantity("bucket_cap", parse_bytes);
+      o.framework_options.bucket_cap = quantity("bucket_cap", parse_whole_bytes);
       if (!(o.framework_options.bucket_cap->value() > 0)) {
         p.child("bucket_cap").fail("must be positive");
       }
@@ -246,7 +287,7 @@ CaseFile read_cases(const std::string& path) {
     if (p.has("xla")) o.framework_options.xla = p.get<bool>("xla");
     if (p.has("host_staging")) o.framework_options.host_staging = p.get<bool>("host_staging");
     if (p.has("partition")) {
-      o.framework_options.partition_bytes = quantity("partition", parse_bytes);
+      o.framework_options.partition_bytes = quantity("partition", parse_whole_bytes);
       if (!(o.framework_options.partition_bytes->value() > 0)) {
         p.child("partition").fail("must be positive");
       }
@@ -390,7 +431,7 @@ std::vector<Comparison> compare(const std::vector<Table>& tables, const CaseFile
     std::map<int, std::size_t> by_gpus;
     for (std::size_t i = 0; i < t->rows.size(); ++i) {
       if (!matches(t->rows[i], c.match, c.contains)) continue;
-      by_gpus.try_emplace(static_cast<int>(number(*t, i, "num_gpus")), i);
+      by_gpus.try_emplace(count(*t, i, "num_gpus", kMaxRowGpus), i);
     }
     if (by_gpus.empty()) fail_at({file.path}, where, "matches no row of " + t->path);
     const bool efficiency = c.quantity == "scaling_efficiency";
@@ -430,7 +471,7 @@ std::vector<Comparison> compare(const std::vector<Table>& tables, const CaseFile
     for (const auto& [gpus, i] : by_gpus) {
       const auto& row = t->rows[i];
       const std::string unit = row.at("unit");
-      if (efficiency ? unit != "%" : unit.find("/s") == std::string::npos) {
+      if (efficiency ? unit != "%" : !throughput_unit(unit)) {
         fail_at({t->path, t->lines[i]}, "unit",
                 fmt::format("'{}' is not a {} unit ({})", unit, c.quantity, where));
       }
