@@ -110,6 +110,7 @@ inline std::string one_line(std::string_view message) {
 
 // Every option that takes a value, in `app` and its subcommands, refuses an empty one: "--json
 // ''" or "-o ''" would otherwise read as the option left out (or as a file named "").
+// An integer option takes a plain decimal number: CLI11 reads "0x10" as 16 and "010" as 8.
 inline void refuse_empty_values(CLI::App& app) {
   for (auto* o : app.get_options()) {
     if (o->get_type_size() == 0) continue;  // a flag
@@ -119,6 +120,22 @@ inline void refuse_empty_values(CLI::App& app) {
                                : std::string();
         },
         "", "non-empty"));
+    // The type name, then ":" and each validator's description ("INT:INT in [1 - 1024]").
+    const std::string full = o->get_type_name();
+    const std::string type = full.substr(0, full.find(':'));
+    if (type == "INT" || type == "UINT") {
+      o->check(CLI::Validator(
+          [](std::string& value) {
+            const std::string_view digits =
+                std::string_view(value).substr(!value.empty() && value[0] == '-' ? 1 : 0);
+            const bool plain = !digits.empty() &&
+                               digits.find_first_not_of("0123456789") == std::string_view::npos &&
+                               (digits.size() == 1 || digits[0] != '0');
+            return plain ? std::string()
+                         : "'" + value + "' is not a whole number written in decimal digits";
+          },
+          "", "decimal"));
+    }
   }
   for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) {
     refuse_empty_values(*sub);

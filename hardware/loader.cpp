@@ -121,6 +121,8 @@ Opened open(const std::string& ref, std::string_view kind, const std::string& di
   if (is_path(ref)) {
     fs::path p(ref);
     if (p.is_relative() && !dir.empty()) p = fs::path(dir) / p;
+    // One file, one name: "./a.yaml" from a.yaml's own folder is a.yaml again (a cycle).
+    p = p.lexically_normal();
     if (std::error_code ec; !fs::exists(p, ec))
       fail_at(where, "", fmt::format("{} file '{}' not found", kind, p.string()));
     return {ConfigNode::load_file(p.string()), p.parent_path().string(), p.stem().string()};

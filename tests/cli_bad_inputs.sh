@@ -191,6 +191,11 @@ expect_failure "--cluster: unknown cluster preset 'dgx9'" predict --model resnet
 expect_failure "--network: network file 'no/such.yaml' not found" predict --model resnet50 --gpus 8 --network no/such.yaml
 expect_failure "--strategy: NCCL's 'nvls' cannot run allreduce here: NVLS needs Hopper GPUs" predict --model resnet50 --gpus 16 --cluster dgx-a100 --strategy nvls
 expect_failure "two of the outputs would be written to this one file" predict --model resnet50 --gpus 8 --trace "$tmp/out.json"
+expect_failure "--gpus: '0x10' is not a whole number written in decimal digits" predict --model resnet50 --gpus 0x10
+expect_failure "--gpus: '010' is not a whole number written in decimal digits" predict --model resnet50 --gpus 010
+mkdir -p "$tmp/cycle"
+printf 'kind: cluster\nname: loop\nextends: ./loop.yaml\n' >"$tmp/cycle/loop.yaml"
+expect_failure "extends: cycle: $tmp/cycle/loop.yaml -> $tmp/cycle/loop.yaml" predict --model resnet50 --gpus 8 --cluster "$tmp/cycle/loop.yaml"
 mkdir -p "$tmp/slow"
 printf 'kind: network\nname: slow\ndescription: one bit per second\nsource: tests\nextends: 10gbe\nport: {bandwidth: "10bit/s", latency: "1us"}\n' >"$tmp/slow/slow.yaml"
 expect_failure "'port.bandwidth': '10bit/s' is below the smallest nonzero bandwidth (1000 B/s)" predict --model resnet50 --gpus 8 --network "$tmp/slow/slow.yaml"
