@@ -218,6 +218,11 @@ std::string summarize(const Crossover& c, const std::string& unit) {
 
 }  // namespace
 
+namespace {
+// How far the GPU-count search doubles past the job.
+constexpr int kCrossoverReach = 8;
+}  // namespace
+
 Comparison compare(const CompareOptions& options) {
   if (options.schemes.empty()) {
     fail_at({}, "--strategy", "expected a list such as ring,tree,byteps");
@@ -288,10 +293,17 @@ Comparison compare(const CompareOptions& options) {
   // The searches run the chosen engine for one step: tens of predictions.
   auto search = options.base;
   search.iterations = 1;
-  // GPU counts: the job's, halved and doubled while the cluster has them.
+  // GPU counts: the job's, halved down to 2 and doubled while the cluster has them, up to
+  // kCrossoverReach times the job (a job on a small part of a large cluster would otherwise
+  // predict every scheme at the whole cluster's size: minutes and gigabytes for BytePS).
   std::vector<int> counts;
   for (int g = options.base.gpus; g >= 2; g /= 2) counts.insert(counts.begin(), g);
-  for (int g = options.base.gpus * 2; g <= inputs.cluster.gpu_count(); g *= 2) counts.push_back(g);
+  const long long top =
+      std::min<long long>(inputs.cluster.gpu_count(),
+                          static_cast<long long>(options.base.gpus) * kCrossoverReach);
+  for (long long g = options.base.gpus * 2LL; g <= top; g *= 2) {
+    counts.push_back(static_cast<int>(g));
+  }
   Crossover by_gpus;
   by_gpus.dimension = "gpus";
   for (int g : counts) {
