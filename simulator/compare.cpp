@@ -298,9 +298,8 @@ Comparison compare(const CompareOptions& options) {
   // predict every scheme at the whole cluster's size: minutes and gigabytes for BytePS).
   std::vector<int> counts;
   for (int g = options.base.gpus; g >= 2; g /= 2) counts.insert(counts.begin(), g);
-  const long long top =
-      std::min<long long>(inputs.cluster.gpu_count(),
-                          static_cast<long long>(options.base.gpus) * kCrossoverReach);
+  const long long top = std::min<long long>(
+      inputs.cluster.gpu_count(), static_cast<long long>(options.base.gpus) * kCrossoverReach);
   for (long long g = options.base.gpus * 2LL; g <= top; g *= 2) {
     counts.push_back(static_cast<int>(g));
   }
