@@ -85,12 +85,9 @@ std::vector<Bytes> parse_sizes(const std::string& text) {
     start = colon + 1;
   }
   auto size = [&](const std::string& s) {
+    // A whole number of bytes, nonzero ones at least 1 B (parse_whole_bytes): only 0 is left.
     const Bytes b = parse_flag(s, "--bytes", parse_whole_bytes);
     if (!(b.value() > 0)) fail_at({}, "--bytes", fmt::format("'{}': a size must be positive", s));
-    // Sizes are whole bytes (rounded, as the sweep's are); one that rounds to none is no size.
-    if (std::round(b.value()) < 1) {
-      fail_at({}, "--bytes", fmt::format("'{}': a size must be at least 1 byte", s));
-    }
     return b;
   };
   if (parts.empty() || parts.size() > 3) {

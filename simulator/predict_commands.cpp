@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <sstream>
 
@@ -70,14 +69,12 @@ PredictOptions resolve(const CommonFlags& f) {
     const auto rank =
         static_cast<int>(parse_int_flag(item.substr(0, eq), "--gpu-speed", 0, kMaxRanks - 1));
     const auto text = item.substr(eq + 1);
-    double speed = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), speed);
-    if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
-        !std::isfinite(speed)) {
+    const auto speed = parse_number(text);
+    if (!speed) {
       fail_at({}, "--gpu-speed",
               fmt::format("rank {}'s speed must be a number (e.g. 0.6), got '{}'", rank, text));
     }
-    if (!o.gpu_speed.emplace(rank, speed).second) {
+    if (!o.gpu_speed.emplace(rank, *speed).second) {
       fail_at({}, "--gpu-speed", fmt::format("rank {} is given twice", rank));
     }
   }

@@ -776,18 +776,25 @@ TEST_CASE("des_and_analytic_agree_within_2_percent_where_no_link_is_shared") {
   }
 }
 
+// A cluster file of one-GPU V100 nodes on a switch, with no step jitter and GPUs `spread` apart
+// (speed_spread), for closed forms of the stragglers.
+std::filesystem::path one_gpu_nodes_without_jitter(const std::string& name, double spread) {
+  const auto path = std::filesystem::temp_directory_path() / (name + ".yaml");
+  std::ofstream(path) << fmt::format(
+      "kind: cluster\nname: {1}\ndescription: steady GPUs (tests)\nsource: tests\n"
+      "extends: {0}/switched.yaml\nnode:\n  extends: {0}/one-gpu-node.yaml\n"
+      "  gpu: {{extends: v100-sxm2-16gb, step_jitter: 0, speed_spread: {2}}}\n",
+      kHw, name, spread);
+  return path;
+}
+
 TEST_CASE("each_gpu_keeps_its_own_speed_and_the_step_waits_for_the_expected_slowest") {
   // docs/simulator.md, "Stragglers": with speed_spread s and no step jitter, the k-th slowest of
   // N GPUs computes at 1 + s Phi^-1((k - 0.375) / (N + 0.25)) in every step (Blom's scores), so
   // backward ends s Phi^-1((N - 0.375) / (N + 0.25)) (t_f + t_b) after one GPU's, in both
   // engines. Phi^-1(1.625 / 2.25) = 0.589456, Phi^-1(15.625 / 16.25) = 1.768825 (the inverse of
   // the normal distribution function, Python's statistics.NormalDist.inv_cdf).
-  const auto path = std::filesystem::temp_directory_path() / "dlsim-spread.yaml";
-  std::ofstream(path) << fmt::format(
-      "kind: cluster\nname: dlsim-spread\ndescription: GPUs 2 % apart (tests)\nsource: tests\n"
-      "extends: {0}/switched.yaml\nnode:\n  extends: {0}/one-gpu-node.yaml\n"
-      "  gpu: {{extends: v100-sxm2-16gb, step_jitter: 0, speed_spread: 0.02}}\n",
-      kHw);
+  const auto path = one_gpu_nodes_without_jitter("dlsim-spread", 0.02);
   struct Expected {
     int gpus;
     double score;
@@ -820,12 +827,7 @@ TEST_CASE("a_gpu_known_to_be_slow_sets_the_step_and_the_baseline_stays_the_profi
   // long, so with no jitter and no spread backward ends (1/f - 1)(t_f + t_b) after a GPU of the
   // profile's speed, in both engines; the 1-GPU step efficiencies are measured by stays the
   // profile's. f = 0.6: 2/3 (t_f + t_b); f = 1.25 (a faster GPU) changes nothing.
-  const auto path = std::filesystem::temp_directory_path() / "dlsim-slow-gpu.yaml";
-  std::ofstream(path) << fmt::format(
-      "kind: cluster\nname: dlsim-slow-gpu\ndescription: steady GPUs (tests)\nsource: tests\n"
-      "extends: {0}/switched.yaml\nnode:\n  extends: {0}/one-gpu-node.yaml\n"
-      "  gpu: {{extends: v100-sxm2-16gb, step_jitter: 0, speed_spread: 0}}\n",
-      kHw);
+  const auto path = one_gpu_nodes_without_jitter("dlsim-slow-gpu", 0);
   for (const char* engine : {"des", "analytic"}) {
     CAPTURE(engine);
     auto o = options("resnet50", 8);
