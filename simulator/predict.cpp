@@ -519,6 +519,15 @@ Prediction predict_step(const PredictOptions& o, const PredictInputs& inputs, St
       req.size = std::max(req.size, std::min(*buffer * wire, Bytes(p.gradient_bytes)));
     }
     req.ps = setup.resolved.ps;
+    if (const auto& part = setup.resolved.params.partition_bytes) {
+      // BytePS sends a tensor as partitions, each whole to one server (policy_byteps.cpp): its
+      // largest exchange is one partition on one server, not the tensor split over all of
+      // them (which also cost W x S transfers to schedule: seconds past 4,096 GPUs).
+      req.size = std::min(req.size, *part);
+      req.ps.sharding = "round_robin";
+      req.ps.tensors = {req.size.value()};
+      req.ps.server_offset = 0;
+    }
     const auto r = networks::run_collective(req, setup.comm, setup.resolved.strategy);
     const auto slowest =
         std::max_element(r.execution.phases.begin(), r.execution.phases.end(),
