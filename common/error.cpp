@@ -13,11 +13,23 @@ std::string SourceLocation::str() const {
   return fmt::format("{}:{}:{}", file, line, column);
 }
 
-void fail_at(const SourceLocation& where, std::string_view field, std::string_view problem) {
+namespace {
+std::string message(const SourceLocation& where, std::string_view field, std::string_view problem) {
   std::string msg = where.str();
   if (!field.empty()) msg += (msg.empty() ? "" : ": ") + std::string(field);
   msg += (msg.empty() ? "" : ": ") + std::string(problem);
-  throw InputError(msg);
+  return msg;
+}
+}  // namespace
+
+InputError::InputError(SourceLocation where, std::string field, std::string problem)
+    : std::runtime_error(message(where, field, problem)),
+      where_(std::move(where)),
+      field_(std::move(field)),
+      problem_(std::move(problem)) {}
+
+void fail_at(const SourceLocation& where, std::string_view field, std::string_view problem) {
+  throw InputError(where, std::string(field), std::string(problem));
 }
 
 namespace {

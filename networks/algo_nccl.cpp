@@ -245,7 +245,7 @@ class Nccl : public CollectiveAlgorithm {
   }
   const CollectiveAlgorithm& mpi() const {
     if (!forced_.empty() && forced_ != "ring") {
-      fail_at({}, "--algo",
+      fail_at({}, "algorithm",
               fmt::format("'{}' is one of NCCL's algorithms; this library is MPI "
                           "(use ring, hd, hierarchical or ps)",
                           forced_));

@@ -101,7 +101,7 @@ CollectiveResult run_collective(const CollectiveRequest& req, const Communicator
                                 const std::string& name) {
   const auto algo = collective_algorithms().at(name).make();
   if (!algo->supports(req.op, *comm.library)) {
-    fail_at({}, "--algo",
+    fail_at({}, "algorithm",
             fmt::format("'{}' does not implement {} with {}; algorithms that do: {}", name,
                         to_string(req.op), comm.library->about.name,
                         fmt::join(algorithms_for(req.op, *comm.library), ", ")));

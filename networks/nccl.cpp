@@ -663,7 +663,7 @@ NcclChoice nccl_tune(const hardware::LibrarySpec& library, const NcclTopology& t
   const bool rooted = op == CollectiveOp::kBroadcast || op == CollectiveOp::kReduce;
   if (!algorithm.empty() &&
       std::find(t.algorithms.begin(), t.algorithms.end(), algorithm) == t.algorithms.end()) {
-    fail_at({}, "--algo",
+    fail_at({}, "algorithm",
             fmt::format("NCCL {} ({}) does not offer the '{}' algorithm (it offers {})", t.version,
                         library.about.name, algorithm, fmt::join(t.algorithms, ", ")));
   }
@@ -793,7 +793,7 @@ NcclChoice nccl_tune(const hardware::LibrarySpec& library, const NcclTopology& t
         break;
       }
     }
-    fail_at({}, "--algo",
+    fail_at({}, "algorithm",
             fmt::format("NCCL's '{}' cannot run {} here: {}",
                         algorithm.empty() ? "ring" : algorithm, to_string(op), why));
   }

@@ -369,7 +369,7 @@ void add_collective_command(CLI::App& app) {
          {"--ps-servers", "--ps-placement", "--ps-device", "--ps-sharding", "--root"}) {
       if (c->count(flag) > 0) opt->given.emplace_back(flag);
     }
-    run_collective_cmd(*opt);
+    naming_flags({{"algorithm", "--algo"}}, [&] { run_collective_cmd(*opt); });
   });
 }
 

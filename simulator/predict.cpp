@@ -255,18 +255,7 @@ Prediction predict_step(const PredictOptions& o, const PredictInputs& inputs, St
 }  // namespace
 
 Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObserver* trace) {
-  try {
-    return predict_step(o, inputs, trace);
-  } catch (const InputError& e) {
-    // The collective library names the algorithm it was asked for as `collective`'s --algo;
-    // here that algorithm is the --strategy.
-    constexpr std::string_view algo = "--algo: ";
-    const std::string_view what = e.what();
-    if (what.starts_with(algo)) {
-      throw InputError("--strategy: " + std::string(what.substr(algo.size())));
-    }
-    throw;
-  }
+  return predict_step(o, inputs, trace);
 }
 
 namespace {

@@ -339,7 +339,10 @@ void add_predict_commands(CLI::App& app) {
   auto* p = app.add_subcommand("predict", "Predict one training step on N GPUs, and explain it");
   add_common(p, *pf, true, true);
   p->add_option("--trace", *trace, "Write a Chrome trace (Perfetto, chrome://tracing)");
-  p->callback([pf, trace] { run_predict(*pf, *trace); });
+  // The collective library names the algorithm it runs; in a training job it is the --strategy.
+  p->callback([pf, trace] {
+    naming_flags({{"algorithm", "--strategy"}}, [&] { run_predict(*pf, *trace); });
+  });
 
   auto sf = std::make_shared<CommonFlags>();
   auto gpus = std::make_shared<std::string>();
@@ -349,7 +352,9 @@ void add_predict_commands(CLI::App& app) {
   s->add_option("--gpus", *gpus, "GPU counts, e.g. 1,2,4,8,16, or 1:64 (doubling), 3:96:x2")
       ->required();
   s->add_option("--plot", *plot, "Write an SVG plot with the ideal line");
-  s->callback([sf, gpus, plot] { run_scale(*sf, *gpus, *plot); });
+  s->callback([sf, gpus, plot] {
+    naming_flags({{"algorithm", "--strategy"}}, [&] { run_scale(*sf, *gpus, *plot); });
+  });
 
   auto cf = std::make_shared<CommonFlags>();
   auto strategies = std::make_shared<std::string>("ring,tree,byteps");
@@ -365,7 +370,8 @@ void add_predict_commands(CLI::App& app) {
       "--no-crossover", [crossover] { *crossover = false; },
       "Skip the search over GPU counts and networks for a change of winner");
   c->callback([cf, strategies, crossover, c] {
-    run_compare(*cf, *strategies, *crossover, c->count("--strategy") == 0);
+    naming_flags({{"algorithm", "--strategy"}},
+                 [&] { run_compare(*cf, *strategies, *crossover, c->count("--strategy") == 0); });
   });
 }
 
