@@ -203,6 +203,7 @@ launch_failure "--job-name: 'a\$(id)' is not a valid job name" --job-name 'a$(id
 launch_failure "--framework: unknown framework 'pytorch'" --framework pytorch
 launch_failure "--nodes: must be at least 1 (got 0)" --nodes 0
 launch_failure "--batch: must be at least 1 (got -8)" --batch=-8
+launch_failure "--model: 'resnet50?touch x #' holds a control character" --model $'resnet50\ntouch x #' --script /x/train.py
 launch_failure "--ps-servers: must be at least 1 (got 0)" --framework tf-ps --ps-servers 0
 launch_failure "--model: the mxnet-ps benchmark has no model 'bert_base'" --framework mxnet-ps \
   --model bert_base

@@ -363,7 +363,7 @@ std::string job_script(const LaunchOptions& o, const std::vector<LaunchPoint>& p
   s << "# Written by dlvalidate launch (dlsim " << kVersion << ", docs/launch.md):\n";
   s << "#   " << comment_safe(o.command_line) << "\n";
   for (std::size_t i = 0; i < points.size(); ++i) {
-    s << "# task " << i << ": " << point_comment(o, points[i]) << "\n";
+    s << "# task " << i << ": " << comment_safe(point_comment(o, points[i])) << "\n";
   }
   s << "#SBATCH --job-name=" << o.job_name << "\n";
   s << "#SBATCH --nodes=" << first.alloc_nodes << "\n";
@@ -390,7 +390,7 @@ std::string job_script(const LaunchOptions& o, const std::vector<LaunchPoint>& p
   if (tf) s << kTfTask;
   if (mwms) s << kMwmsTask;
   for (std::size_t i = 0; i < points.size(); ++i) {
-    s << "# " << point_comment(o, points[i]) << "\n";
+    s << "# " << comment_safe(point_comment(o, points[i])) << "\n";
     s << "point_" << i << "() {\n";
     point_body(s, o, points[i]);
     s << "}\n";
@@ -486,6 +486,11 @@ std::string benchmark_model_name(LaunchFramework f, const std::string& zoo) {
 
 void validate_launch(const LaunchOptions& o) {
   if (o.frameworks.empty()) fail_at({}, "--framework", "give at least one framework");
+  // The model names the runs in the script's comments and in the results: one printable line.
+  if (std::any_of(o.model.begin(), o.model.end(),
+                  [](unsigned char c) { return c < 0x20 || c == 0x7f; })) {
+    fail_at({}, "--model", fmt::format("'{}' holds a control character", comment_safe(o.model)));
+  }
   if (o.nodes.empty()) fail_at({}, "--nodes", "give at least one node count");
   if (o.batches.empty()) fail_at({}, "--batch", "give at least one batch");
   for (int n : o.nodes) {
