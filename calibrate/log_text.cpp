@@ -1,5 +1,6 @@
 #include "calibrate/log_text.hpp"
 
+#include <fmt/format.h>
 #include <charconv>
 #include <fstream>
 #include <regex>
@@ -58,6 +59,8 @@ bool is_library_noise(std::string_view text) {
   return std::regex_search(s, noise);
 }
 
+constexpr std::size_t kMaxLogLine = 8192;
+
 LogText read_log_text(const std::string& path, const std::string& what) {
   refuse_directory(path, "");
   std::ifstream in(path, std::ios::binary);
@@ -75,6 +78,13 @@ LogText read_log_text(const std::string& path, const std::string& what) {
     LogLine line;
     line.number = ++number;
     if (!l.empty() && l.back() == '\r') l.pop_back();
+    // The readers' patterns backtrack per character: a line no benchmark prints (a dump of
+    // binary data) would exhaust the stack (a segfault at about 30,000 characters).
+    if (l.size() > kMaxLogLine) {
+      fail_at({path, number}, "",
+              fmt::format("a line of {} characters, longer than any line {} prints ({} at most)",
+                          l.size(), what, kMaxLogLine));
+    }
     line.raw = l;
     line.text = strip_launcher_tags(l, &line.from_stderr);
     t.lines.push_back(std::move(line));

@@ -30,6 +30,10 @@ expect_failure() {  # expect_failure "substring" OUTPUT_FLAG OUTPUT_NAME args...
 expect_failure "nccl_tests_truncated.txt:" -o r.jsonl import nccl-tests "$fx/nccl_tests_truncated.txt"
 expect_failure "truncated" -o r.jsonl import nccl-tests "$fx/nccl_tests_truncated.json"
 expect_failure "not nccl-tests output" -o r.jsonl import nccl-tests "$fx/osu_latency.txt"
+# A line far longer than any benchmark prints (it overflowed the readers' patterns' stack).
+{ cat "$fx/osu_allreduce.txt"; head -c 30000 /dev/zero | tr '\0' 1; echo; } >"$tmp/long.txt"
+expect_failure "long.txt:27: a line of 30000 characters" -o r.jsonl import osu "$tmp/long.txt"
+expect_failure "long.txt:27: a line of 30000 characters" -o r.jsonl import nccl-tests "$tmp/long.txt"
 expect_failure "nccl_tests_garbled_size.txt:23: size: '-512' is not a whole number of bytes" -o r.jsonl import nccl-tests "$fx/nccl_tests_garbled_size.txt"
 expect_failure "osu_latency_garbled_size.txt:14: size: '5x12' is not a whole number of bytes" -o r.jsonl import osu "$fx/osu_latency_garbled_size.txt"
 expect_failure "nccl_tests_extra_column.txt:23: the row has 14 columns where the header has 13" -o r.jsonl import nccl-tests "$fx/nccl_tests_extra_column.txt"
