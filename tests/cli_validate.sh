@@ -211,6 +211,12 @@ launch_failure "--script: keras-mwms has no standard benchmark" --framework kera
 launch_failure "--fusion-threshold: " --framework horovod-pytorch --fusion-threshold 64
 launch_failure "--time: '1h' is not a Slurm time limit" --time 1h
 launch_failure "--collect: cannot read the launch manifest" --collect "$tmp/none.launch.json"
+# A manifest of the wrong shape: one line naming the field (it was an internal error, exit 3).
+manifest='{"kind":"dlsim-launch","dlsim":"0.1.0","command_line":"x","job_id":"5","script":"s","model":"resnet50","gpus_per_node":4,"ranks_per_node":4,"threads_per_rank":1,"steps":10,"warmup_steps":2,"job_name":"j","output_dir":"o","knobs":{},"points":[{"task":0,"job_id":"5_0","framework":"pytorch-ddp","nodes":1,"batch_per_gpu":32,"alloc_nodes":1,"tasks_per_node":4,"ranks":4,"log":"nolog.out"}]}'
+echo "${manifest/\"job_id\":\"5\",/\"job_id\":5,}" >"$tmp/m1.json"
+launch_failure "m1.json: job_id: must be a string" --collect "$tmp/m1.json"
+echo "${manifest/,\"log\":\"nolog.out\"/}" >"$tmp/m2.json"
+launch_failure "m2.json: points: malformed launch manifest" --collect "$tmp/m2.json"
 # A dry run's script is one that bash accepts.
 "$dlval" launch --framework pytorch-ddp,horovod-pytorch,tf-ps,mxnet-ps --nodes 1,2 --batch 32 \
   --gpus-per-node 4 --ps-servers 2 --script-out "$tmp/sweep.sbatch" ||

@@ -107,7 +107,25 @@ Collected collect(const std::vector<std::string>& manifests,
     } catch (const nlohmann::json::exception& e) {
       fail_at({path, 0, 0}, "", fmt::format("incomplete launch manifest: {}", e.what()));
     }
+    if (!m.at("points").is_array()) fail_at({path, 0, 0}, "points", "must be a list of runs");
+    if (m.contains("job_id") && !m.at("job_id").is_string()) {
+      fail_at({path, 0, 0}, "job_id", "must be a string (Slurm's job id)");
+    }
     const std::string job = m.value("job_id", "");
+    try {
+      for (const auto& p : m.at("points")) {
+        if (!p.is_object()) fail_at({path, 0, 0}, "points", "each run must be an object");
+        (void)p.at("job_id").get<std::string>();
+        (void)p.at("log").get<std::string>();
+        (void)p.at("framework").get<std::string>();
+        (void)p.at("nodes").get<int>();
+        (void)p.at("batch_per_gpu").get<std::int64_t>();
+        (void)p.at("alloc_nodes").get<int>();
+        (void)p.at("tasks_per_node").get<int>();
+      }
+    } catch (const nlohmann::json::exception& e) {
+      fail_at({path, 0, 0}, "points", fmt::format("malformed launch manifest: {}", e.what()));
+    }
     for (const auto& p : m.at("points")) {
       LaunchResult r;
       r.job_id = p.at("job_id").get<std::string>();
