@@ -59,7 +59,12 @@ bool is_library_noise(std::string_view text) {
   return std::regex_search(s, noise);
 }
 
-constexpr std::size_t kMaxLogLine = 8192;
+void refuse_long_line(const SourceLocation& where, std::size_t length, std::string_view what) {
+  if (length <= kMaxLogLine) return;
+  fail_at(where, "",
+          fmt::format("a line of {} characters, longer than any line {} prints ({} at most)",
+                      length, what, kMaxLogLine));
+}
 
 LogText read_log_text(const std::string& path, const std::string& what) {
   refuse_directory(path, "");
@@ -78,13 +83,7 @@ LogText read_log_text(const std::string& path, const std::string& what) {
     LogLine line;
     line.number = ++number;
     if (!l.empty() && l.back() == '\r') l.pop_back();
-    // The readers' patterns backtrack per character: a line no benchmark prints (a dump of
-    // binary data) would exhaust the stack (a segfault at about 30,000 characters).
-    if (l.size() > kMaxLogLine) {
-      fail_at({path, number}, "",
-              fmt::format("a line of {} characters, longer than any line {} prints ({} at most)",
-                          l.size(), what, kMaxLogLine));
-    }
+    refuse_long_line({path, number}, l.size(), what);
     line.raw = l;
     line.text = strip_launcher_tags(l, &line.from_stderr);
     t.lines.push_back(std::move(line));

@@ -9,6 +9,7 @@
 // Everything else (MPI, UCX, NCCL INFO/WARN lines, Slurm prologues, shell prompts) stays, for the
 // readers to skip or to mine for provenance.
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,14 @@ struct LogText {
 
 // Reads `path`; a missing file is an InputError naming it and `what` ("the nccl-tests output").
 LogText read_log_text(const std::string& path, const std::string& what);
+
+// The longest line a log reader takes (characters). The readers' patterns backtrack per
+// character: a line no benchmark or framework prints (a dump of binary data) would exhaust the
+// stack (a segfault at about 30,000 characters).
+inline constexpr std::size_t kMaxLogLine = 8192;
+// An InputError at `where` when a line of `length` characters is longer than kMaxLogLine;
+// `what` prints such lines ("the nccl-tests output").
+void refuse_long_line(const SourceLocation& where, std::size_t length, std::string_view what);
 
 // `line` without a launcher's tag and surrounding blanks.
 std::string strip_launcher_tags(std::string_view line, bool* from_stderr = nullptr);

@@ -250,16 +250,7 @@ Prediction predict(const PredictOptions& o, StepObserver* trace) {
   return predict(o, load_inputs(o), trace);
 }
 
-namespace {
-Prediction predict_step(const PredictOptions& o, const PredictInputs& inputs, StepObserver* trace);
-}  // namespace
-
 Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObserver* trace) {
-  return predict_step(o, inputs, trace);
-}
-
-namespace {
-Prediction predict_step(const PredictOptions& o, const PredictInputs& inputs, StepObserver* trace) {
   if (!inputs.matches(o)) {
     throw std::logic_error("predict: the loaded model and cluster are not the options' own");
   }
@@ -702,7 +693,6 @@ Prediction predict_step(const PredictOptions& o, const PredictInputs& inputs, St
   }
   return p;
 }
-}  // namespace
 
 nlohmann::json to_json(const Prediction& p) {
   nlohmann::json j;

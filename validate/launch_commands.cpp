@@ -112,31 +112,24 @@ Collected collect(const std::vector<std::string>& manifests,
       fail_at({path, 0, 0}, "job_id", "must be a string (Slurm's job id)");
     }
     const std::string job = m.value("job_id", "");
-    try {
-      for (const auto& p : m.at("points")) {
-        if (!p.is_object()) fail_at({path, 0, 0}, "points", "each run must be an object");
-        (void)p.at("job_id").get<std::string>();
-        (void)p.at("log").get<std::string>();
-        (void)p.at("framework").get<std::string>();
-        (void)p.at("nodes").get<int>();
-        (void)p.at("batch_per_gpu").get<std::int64_t>();
-        (void)p.at("alloc_nodes").get<int>();
-        (void)p.at("tasks_per_node").get<int>();
-      }
-    } catch (const nlohmann::json::exception& e) {
-      fail_at({path, 0, 0}, "points", fmt::format("malformed launch manifest: {}", e.what()));
-    }
     for (const auto& p : m.at("points")) {
+      if (!p.is_object()) fail_at({path, 0, 0}, "points", "each run must be an object");
       LaunchResult r;
-      r.job_id = p.at("job_id").get<std::string>();
-      r.log = p.at("log").get<std::string>();
-      const auto f = parse_launch_framework(p.at("framework").get<std::string>());
+      std::string framework;
+      try {
+        r.job_id = p.at("job_id").get<std::string>();
+        r.log = p.at("log").get<std::string>();
+        framework = p.at("framework").get<std::string>();
+        r.point.nodes = p.at("nodes").get<int>();
+        r.point.batch = p.at("batch_per_gpu").get<std::int64_t>();
+        r.point.alloc_nodes = p.at("alloc_nodes").get<int>();
+        r.point.tasks_per_node = p.at("tasks_per_node").get<int>();
+      } catch (const nlohmann::json::exception& e) {
+        fail_at({path, 0, 0}, "points", fmt::format("malformed launch manifest: {}", e.what()));
+      }
+      const auto f = parse_launch_framework(framework);
       if (!f) fail_at({path, 0, 0}, "framework", "unknown framework in the manifest");
       r.point.framework = *f;
-      r.point.nodes = p.at("nodes").get<int>();
-      r.point.batch = p.at("batch_per_gpu").get<std::int64_t>();
-      r.point.alloc_nodes = p.at("alloc_nodes").get<int>();
-      r.point.tasks_per_node = p.at("tasks_per_node").get<int>();
       r.point.ranks_per_node =
           c.options.gpus_per_node > 0 ? c.options.gpus_per_node : c.options.ranks_per_node;
       try {

@@ -65,8 +65,6 @@ int strip_tag(std::string& s, const SourceLocation& where) {
   return -1;
 }
 
-constexpr std::size_t kMaxLogLine = 8192;
-
 std::vector<LogLine> read_lines(const std::string& path) {
   refuse_directory(path, "");
   std::ifstream in(path, std::ios::binary);
@@ -77,13 +75,7 @@ std::vector<LogLine> read_lines(const std::string& path) {
   while (std::getline(in, s)) {
     ++no;
     if (!s.empty() && s.back() == '\r') s.pop_back();
-    // The readers' patterns backtrack per character: a line no framework prints (a dump of
-    // binary data) would exhaust the stack (a segfault at about 30,000 characters).
-    if (s.size() > kMaxLogLine) {
-      fail_at({path, no}, "",
-              fmt::format("a line of {} characters, longer than any log line ({} at most)",
-                          s.size(), kMaxLogLine));
-    }
+    calibrate::refuse_long_line({path, no}, s.size(), "a training framework's log");
     LogLine l;
     l.rank = strip_tag(s, {path, no});
     l.text = std::move(s);
