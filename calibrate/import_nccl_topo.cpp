@@ -61,6 +61,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "calibrate/import.hpp"
 #include "common/error.hpp"
@@ -95,6 +96,60 @@ constexpr double kPcieLatencyUs = 1.0;
 constexpr double kInterCpuLatencyUs = 0.5;
 
 // ---- reading the XML ------------------------------------------------------------------------
+
+// The deepest element nesting read. NCCL's dumps nest system > cpu > pci (one level per PCIe
+// switch) > gpu > nvlink, about ten levels; Boost's XML reader and the walker below recurse once
+// per level, so a file nested thousands deep would overflow the stack instead of being refused.
+constexpr int kMaxXmlDepth = 64;
+
+// The line of the first element nested deeper than kMaxXmlDepth, or 0. A scan of the tags only:
+// comments, processing instructions, CDATA and quoted attribute values are skipped, and
+// well-formedness is left to the XML reader.
+int line_too_deep(const std::string& text) {
+  int depth = 0, line = 1;
+  const std::size_t n = text.size();
+  auto skip_to = [&](std::size_t from, std::string_view end) {
+    const std::size_t at = text.find(end, from);
+    const std::size_t stop = at == std::string::npos ? n : at + end.size();
+    line += static_cast<int>(std::count(text.begin() + static_cast<std::ptrdiff_t>(from),
+                                        text.begin() + static_cast<std::ptrdiff_t>(stop), '\n'));
+    return stop;
+  };
+  for (std::size_t i = 0; i < n;) {
+    if (text[i] == '\n') ++line;
+    if (text[i] != '<') {
+      ++i;
+      continue;
+    }
+    const std::string_view rest = std::string_view(text).substr(i);
+    if (rest.starts_with("<!--")) {
+      i = skip_to(i, "-->");
+    } else if (rest.starts_with("<![CDATA[")) {
+      i = skip_to(i, "]]>");
+    } else if (rest.starts_with("<?") || rest.starts_with("<!")) {
+      i = skip_to(i, ">");
+    } else if (rest.starts_with("</")) {
+      --depth;
+      i = skip_to(i, ">");
+    } else {
+      const int start_line = line;
+      char quote = 0;
+      std::size_t j = i + 1;
+      for (; j < n && (quote != 0 || text[j] != '>'); ++j) {
+        if (text[j] == '\n') ++line;
+        if (quote != 0 && text[j] == quote) {
+          quote = 0;
+        } else if (quote == 0 && (text[j] == '"' || text[j] == '\'')) {
+          quote = text[j];
+        }
+      }
+      if (j == n || text[j - 1] != '/') ++depth;
+      if (depth > kMaxXmlDepth) return start_line;
+      i = j + 1;
+    }
+  }
+  return 0;
+}
 
 struct Reader {
   std::string file;
@@ -412,8 +467,16 @@ std::string import_nccl_topo(const std::string& path, const NcclTopoOptions& opt
   const Reader r{path};
 
   refuse_directory(path, "");
-  std::ifstream in(path);
-  if (!in) fail_at({path}, "", "cannot open the file");
+  std::ifstream file(path, std::ios::binary);
+  if (!file) fail_at({path}, "", "cannot open the file");
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (const int line = line_too_deep(text.str()); line > 0) {
+    fail_at(
+        {path, line}, "",
+        fmt::format("elements nested more than {} deep: not an NCCL topology dump", kMaxXmlDepth));
+  }
+  std::istringstream in(text.str());
   pt::ptree doc;
   try {
     pt::read_xml(in, doc, pt::xml_parser::no_comments);

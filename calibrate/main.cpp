@@ -68,7 +68,7 @@ void add_import(CLI::App& app, const std::string& command) {
         r.provenance.notes.push_back("command in the log: " + r.provenance.command);
       }
       r.provenance.command = command;
-      dlsim::write_output(opt->out, cal::to_jsonl(r));
+      dlsim::write_output(opt->out, cal::to_jsonl(r), {opt->file});
     });
   };
   add("nccl-tests", "nccl-tests text output (any version, as a job wrote it) or its -J JSON",
@@ -87,6 +87,7 @@ void add_import(CLI::App& app, const std::string& command) {
       ->capture_default_str();
   topo->add_option("-o,--output", topt->output, "Node profile to write (NAME.yaml)")->required();
   topo->callback([topt, file] {
+    dlsim::refuse_output_over_input(topt->output, {*file, topt->gpu, topt->base_node});
     dlsim::write_output(topt->output, cal::import_nccl_topo(*file, *topt));
     std::cout << "wrote " << topt->output << " (dlsim hardware show " << topt->output
               << " --kind node)\n";
@@ -168,8 +169,10 @@ void add_show(CLI::App& app) {
         dlsim::parse_flag(opt->min_bytes, "--min-bytes", dlsim::parse_bytes).value();
     std::vector<cal::Results> all;
     for (const auto& f : opt->files) all.push_back(cal::read_results(f));
-    dlsim::write_output(opt->out, show_table(all, opt->files, min_bytes,
-                                             cal::parse_statistic("--statistic", opt->statistic)));
+    dlsim::write_output(
+        opt->out,
+        show_table(all, opt->files, min_bytes, cal::parse_statistic("--statistic", opt->statistic)),
+        opt->files);
   });
 }
 
@@ -195,6 +198,7 @@ void add_fit(CLI::App& app, const std::string& command) {
   c->add_option("-o,--output", opt->out, "Profile to write (NAME.yaml; NAME becomes its name)")
       ->required();
   c->callback([opt, command] {
+    dlsim::refuse_output_over_input(opt->out, opt->files);
     cal::ProfileOptions po;
     try {
       dlsim::hardware::load_cluster(opt->base);  // checked here, so the error names the flag
@@ -221,7 +225,9 @@ void add_fit(CLI::App& app, const std::string& command) {
       files.emplace_back((out.parent_path() / fitted.layers_file).string(), fitted.layers_json);
     }
     files.emplace_back(opt->out, fitted.yaml);
-    dlsim::write_outputs(files);
+    auto inputs = opt->files;
+    inputs.push_back(opt->base);
+    dlsim::write_outputs(files, inputs);
     for (const auto& w : fitted.warnings) std::cerr << "dlcalibrate: warning: " << w << "\n";
     for (const auto& r : fitted.report) std::cout << r << "\n";
     if (!fitted.layers_json.empty()) {

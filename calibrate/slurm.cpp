@@ -529,7 +529,15 @@ CollectedJob collect_job(const std::string& job_id, const std::string& dir,
     if (!e.is_regular_file() || p.extension() != ".jsonl" || p.filename() == "merged.jsonl") {
       continue;
     }
-    if (!skip.empty() && fs::weakly_canonical(p, ec) == skip) continue;
+    if (!skip.empty() && fs::weakly_canonical(p, ec) == skip) {
+      // The output of an earlier collect is replaced; a node's own results never are.
+      if (read_results(p.string()).provenance.source != "slurm job " + job_id) {
+        fail_at({skip_path}, "--output",
+                "is a node's results file of the job, an input of this collect; name another "
+                "output");
+      }
+      continue;
+    }
     c.files.push_back(p.string());
   }
   std::sort(c.files.begin(), c.files.end());

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "common/error.hpp"
 
 namespace dlsim {
@@ -186,11 +188,33 @@ void AppendFile::append(const std::string& record) {
   }
 }
 
-void write_output(const std::string& path, const std::string& content) {
-  write_outputs({{path, content}});
+void refuse_output_over_input(const std::string& output, const std::vector<std::string>& inputs) {
+  if (output.empty() || output == "-") return;
+  std::error_code ec;
+  // Only a regular file is replaced; a device (/dev/null) or a pipe is written through.
+  if (!fs::is_regular_file(output, ec)) return;
+  for (const auto& input : inputs) {
+    if (input.empty() || input == "-") continue;
+    if (fs::equivalent(output, input, ec) && !ec) {
+      fail_at({output}, "",
+              input == output
+                  ? "is also an input of this command: writing it would replace what was read; "
+                    "name another output"
+                  : fmt::format("is the input {}: writing it would replace what was read; name "
+                                "another output",
+                                input));
+    }
+  }
 }
 
-void write_outputs(const std::vector<std::pair<std::string, std::string>>& files) {
+void write_output(const std::string& path, const std::string& content,
+                  const std::vector<std::string>& inputs) {
+  write_outputs({{path, content}}, inputs);
+}
+
+void write_outputs(const std::vector<std::pair<std::string, std::string>>& files,
+                   const std::vector<std::string>& inputs) {
+  for (const auto& f : files) refuse_output_over_input(f.first, inputs);
   // Two outputs to one file: one would overwrite the other ("-", standard output, may repeat).
   for (std::size_t i = 0; i < files.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {

@@ -18,11 +18,18 @@
 
 namespace dlsim {
 
-void write_output(const std::string& path, const std::string& content);
+// `inputs` are the files the command read: an output that is one of them (the same file by any
+// path or link) is refused before anything is written, as writing it would replace what was read.
+void write_output(const std::string& path, const std::string& content,
+                  const std::vector<std::string>& inputs = {});
 
 // Several outputs of one command, (path, content) each: every file is written beside its target
 // before any is put in place, so a failure on one (a missing folder) leaves none of them behind.
-void write_outputs(const std::vector<std::pair<std::string, std::string>>& files);
+void write_outputs(const std::vector<std::pair<std::string, std::string>>& files,
+                   const std::vector<std::string>& inputs = {});
+
+// The check write_outputs makes against `inputs`, for a command that writes in steps.
+void refuse_output_over_input(const std::string& output, const std::vector<std::string>& inputs);
 
 // A file that grows by whole records (JSON Lines written while measuring): each append() is one
 // write(2) of the complete record on a descriptor opened with O_APPEND, then fdatasync(2), so a

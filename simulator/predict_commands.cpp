@@ -32,6 +32,11 @@ struct CommonFlags {
   std::string format = "table", output;
 };
 
+// The files a prediction may read (names of presets are not files and are passed over).
+std::vector<std::string> input_files(const CommonFlags& f) {
+  return {f.base.model, f.base.cluster, f.base.library.value_or(""), f.base.network.value_or("")};
+}
+
 PredictOptions resolve(const CommonFlags& f) {
   PredictOptions o = f.base;
   o.framework_options = simulator::parse_framework_flags(f.fw);
@@ -150,6 +155,7 @@ void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strat
 
 void run_predict(const CommonFlags& f, const std::string& trace_path) {
   check_format(f.format);
+  refuse_output_over_input(f.output, input_files(f));
   const auto o = resolve(f);
   simulator::TraceWriter trace;
   const auto inputs = simulator::load_inputs(o);
@@ -184,7 +190,7 @@ void run_predict(const CommonFlags& f, const std::string& trace_path) {
   std::vector<std::pair<std::string, std::string>> files;
   if (!trace_path.empty()) files.emplace_back(trace_path, trace.str());
   files.emplace_back(f.output, std::move(out));
-  write_outputs(files);
+  write_outputs(files, input_files(f));
 }
 
 std::string csv_rows(const std::vector<Prediction>& rows) {
@@ -237,6 +243,7 @@ std::vector<int> parse_gpu_list(const std::string& text) {
 
 void run_scale(const CommonFlags& f, const std::string& gpus, const std::string& plot_path) {
   check_format(f.format);
+  refuse_output_over_input(f.output, input_files(f));
   const auto counts = parse_gpu_list(gpus);
   std::vector<Prediction> rows;
   for (int g : counts) {
@@ -295,12 +302,13 @@ void run_scale(const CommonFlags& f, const std::string& gpus, const std::string&
   std::vector<std::pair<std::string, std::string>> files;
   if (!plot_path.empty()) files.emplace_back(plot_path, std::move(svg));
   files.emplace_back(f.output, std::move(out));
-  write_outputs(files);
+  write_outputs(files, input_files(f));
 }
 
 void run_compare(const CommonFlags& f, const std::string& strategies, bool crossover,
                  bool default_strategies) {
   check_format(f.format);
+  refuse_output_over_input(f.output, input_files(f));
   simulator::CompareOptions o;
   o.base = resolve(f);
   o.crossover = crossover;
@@ -328,7 +336,7 @@ void run_compare(const CommonFlags& f, const std::string& strategies, bool cross
   } else {
     out = simulator::to_table(c);
   }
-  write_output(f.output, out);
+  write_output(f.output, out, input_files(f));
 }
 
 }  // namespace

@@ -217,6 +217,11 @@ echo "${manifest/\"job_id\":\"5\",/\"job_id\":5,}" >"$tmp/m1.json"
 launch_failure "m1.json: job_id: must be a string" --collect "$tmp/m1.json"
 echo "${manifest/,\"log\":\"nolog.out\"/}" >"$tmp/m2.json"
 launch_failure "m2.json: points: malformed launch manifest" --collect "$tmp/m2.json"
+# Outputs of a collect: checked before any job is read or submitted.
+launch_failure "r.csv: --cases-out: is the --results file too" --collect "$tmp/m1.json" \
+  --cluster default --results "$tmp/r.csv" --cases-out "$tmp/./r.csv"
+launch_failure "m1.json: is also an input of this command" --collect "$tmp/m1.json" \
+  --results "$tmp/m1.json"
 # A dry run's script is one that bash accepts.
 "$dlval" launch --framework pytorch-ddp,horovod-pytorch,tf-ps,mxnet-ps --nodes 1,2 --batch 32 \
   --gpus-per-node 4 --ps-servers 2 --script-out "$tmp/sweep.sbatch" ||

@@ -53,7 +53,7 @@ void add_import(CLI::App& app) {
       ms.push_back(read_log(path, o->log));
       rows.push_back(to_row(ms.back(), o->row));
     }
-    dlsim::write_output(o->out, write_csv(throughput_columns(), rows));
+    dlsim::write_output(o->out, write_csv(throughput_columns(), rows), o->logs);
     for (std::size_t i = 0; i < ms.size(); ++i) {
       const auto& m = ms[i];
       std::cerr << fmt::format("dlvalidate: {}: {} ({}), {} GPU{} x {} per GPU: {} images/s{}\n",
@@ -82,7 +82,7 @@ void add_timeline(CLI::App& app) {
       files.emplace_back(o->json, timeline_json(s, std::string("dlvalidate ") + kVersion));
     }
     files.emplace_back(o->out, md);
-    dlsim::write_outputs(files);
+    dlsim::write_outputs(files, {o->file});
   });
 }
 

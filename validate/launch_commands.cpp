@@ -156,54 +156,56 @@ void fail_on_failures(const Collected& c) {
   throw InputError(c.failures.back());
 }
 
-// Appends `rows` to the CSV at `path` (made with the header when missing), in one write.
-void append_rows(const std::string& path, const std::vector<Row>& rows) {
-  std::vector<Row> all;
-  if (fs::exists(path)) {
-    const auto t = read_table(path);
-    if (t.columns != throughput_columns()) {
-      fail_at({path, 1, 0}, "--results", "not a throughput.csv (its columns differ)");
-    }
-    all = t.rows;
-  }
-  all.insert(all.end(), rows.begin(), rows.end());
-  dlsim::write_output(path, write_csv(throughput_columns(), all));
-}
-
+// Collected runs compared with their predictions; the results table and the cases file are
+// written, both or neither, only once everything was read and predicted, and the table is
+// printed after that, so an error leaves no partial file and no partial table.
 void report(const Collected& c, const std::string& results_path, const std::string& cluster,
-            const std::string& cases_out, const std::string& source_id) {
+            const std::string& cases_out, const std::string& source_id,
+            const std::vector<std::string>& manifests) {
   if (c.results.empty()) return;
   std::vector<Row> rows;
   for (const auto& r : c.results) rows.push_back(launch_row(c.options, r, source_id));
-  std::cout << fmt::format("# {:<20} {:>5} {:>6} {:>6} {:>14} {:>14} {:>8}\n", "framework", "nodes",
-                           "ranks", "batch", "measured", "predicted", "error");
-  std::cout << fmt::format("# {:<20} {:>5} {:>6} {:>6} {:>14} {:>14} {:>8}\n", "", "", "", "",
-                           "(samples/s)", "(samples/s)", "(%)");
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (!results_path.empty()) {
+    // The new rows are appended to the table (made with the header when missing).
+    std::vector<Row> all;
+    if (fs::exists(results_path)) {
+      const auto t = read_table(results_path);
+      if (t.columns != throughput_columns()) {
+        fail_at({results_path, 1, 0}, "--results", "not a throughput.csv (its columns differ)");
+      }
+      all = t.rows;
+    }
+    all.insert(all.end(), rows.begin(), rows.end());
+    outputs.emplace_back(results_path, write_csv(throughput_columns(), all));
+  }
   // The comparison goes through the same cases reader and compare() as `published`.
   std::vector<Comparison> comparisons;
   const std::string table_name =
       results_path.empty() ? source_id : fs::path(results_path).stem().string();
   if (!cluster.empty()) {
-    const std::string yaml_path =
-        cases_out.empty()
-            ? (fs::temp_directory_path() / fmt::format("dlsim-launch-{}.yaml", ::getpid())).string()
-            : cases_out;
-    dlsim::write_output(yaml_path,
-                        launch_cases_yaml(c.options, c.results, source_id, table_name, cluster));
+    // A cluster file by its absolute path: the cases file may be written to another folder,
+    // and a relative cluster in it is read from that folder.
+    std::error_code ec;
+    const std::string cluster_ref = fs::is_regular_file(cluster, ec)
+                                        ? fs::absolute(cluster).lexically_normal().string()
+                                        : cluster;
+    const auto yaml = launch_cases_yaml(c.options, c.results, source_id, table_name, cluster_ref);
     Table t;
     t.name = table_name;
     t.path = results_path.empty() ? "(launched runs)" : results_path;
     t.columns = throughput_columns();
     t.rows = rows;
     for (std::size_t i = 0; i < rows.size(); ++i) t.lines.push_back(static_cast<int>(i) + 2);
-    try {
-      comparisons = compare({t}, read_cases(yaml_path));
-    } catch (...) {
-      if (cases_out.empty()) fs::remove(yaml_path);
-      throw;
-    }
-    if (cases_out.empty()) fs::remove(yaml_path);
+    comparisons = compare(
+        {t}, parse_cases(yaml, cases_out.empty() ? "(the launched runs' cases)" : cases_out));
+    if (!cases_out.empty()) outputs.emplace_back(cases_out, yaml);
   }
+  dlsim::write_outputs(outputs, manifests);
+  std::cout << fmt::format("# {:<20} {:>5} {:>6} {:>6} {:>14} {:>14} {:>8}\n", "framework", "nodes",
+                           "ranks", "batch", "measured", "predicted", "error");
+  std::cout << fmt::format("# {:<20} {:>5} {:>6} {:>6} {:>14} {:>14} {:>8}\n", "", "", "", "",
+                           "(samples/s)", "(samples/s)", "(%)");
   for (std::size_t i = 0; i < c.results.size(); ++i) {
     const auto& r = c.results[i];
     std::string predicted = "-", error = "-";
@@ -222,7 +224,6 @@ void report(const Collected& c, const std::string& results_path, const std::stri
     std::cout << fmt::format("# median |error| {:.1f} %, worst {:.1f} % over {} run(s)\n",
                              100 * s.back().median_abs, 100 * s.back().worst_abs, s.back().count);
   }
-  if (!results_path.empty()) append_rows(results_path, rows);
 }
 
 void add_launch(CLI::App& app, const std::string& command_line) {
@@ -368,11 +369,18 @@ void add_launch(CLI::App& app, const std::string& command_line) {
       o.knobs.ps_on_gpu = opt->ps_device == "gpu";
     }
     if (opt->predict && opt->cluster.empty()) fail_at({}, "--predict", "needs --cluster");
+    // Checked before anything is submitted, not when the jobs have run.
+    if (!opt->results.empty() && !opt->cases_out.empty() &&
+        fs::weakly_canonical(opt->results) == fs::weakly_canonical(opt->cases_out)) {
+      fail_at({opt->cases_out}, "--cases-out", "is the --results file too; name another file");
+    }
+    for (const auto& out : {opt->results, opt->cases_out})
+      dlsim::refuse_output_over_input(out, opt->collect_manifests);
 
     if (!opt->collect_manifests.empty()) {
       const auto got = collect(opt->collect_manifests, {});
       report(got, opt->results, opt->cluster, opt->cases_out,
-             opt->source_id.empty() ? "launch" : opt->source_id);
+             opt->source_id.empty() ? "launch" : opt->source_id, opt->collect_manifests);
       fail_on_failures(got);
       return;
     }
@@ -432,7 +440,7 @@ void add_launch(CLI::App& app, const std::string& command_line) {
     }
     const auto got = collect(manifests, states);
     report(got, opt->results, opt->cluster, opt->cases_out,
-           opt->source_id.empty() ? "launch-" + ids.front() : opt->source_id);
+           opt->source_id.empty() ? "launch-" + ids.front() : opt->source_id, manifests);
     fail_on_failures(got);
   });
 }

@@ -130,7 +130,9 @@ void add_published(CLI::App& app, const std::string& command) {
     }
     if (!o->html.empty()) outputs.emplace_back(o->html, html);
     outputs.emplace_back(o->out, md);
-    dlsim::write_outputs(outputs);
+    auto inputs = o->data;
+    inputs.insert(inputs.end(), o->cases.begin(), o->cases.end());
+    dlsim::write_outputs(outputs, inputs);
     for (const auto& s : summary) {
       std::cerr << fmt::format(
           "dlvalidate: {}: {} comparisons, median |error| {:.1f} %, P90 "

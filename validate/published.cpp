@@ -147,8 +147,9 @@ Table read_table(const std::string& path) {
   return t;
 }
 
-CaseFile read_cases(const std::string& path) {
-  const auto root = ConfigNode::load_file(path);
+namespace {
+
+CaseFile cases_from(const ConfigNode& root, const std::string& path) {
   CaseFile f;
   f.path = path;
   if (root.get<std::string>("kind") != "validation-cases") {
@@ -335,6 +336,16 @@ CaseFile read_cases(const std::string& path) {
   root.finish();
   if (f.cases.empty()) root.child("cases").fail("no cases");
   return f;
+}
+
+}  // namespace
+
+CaseFile read_cases(const std::string& path) {
+  return cases_from(ConfigNode::load_file(path), path);
+}
+
+CaseFile parse_cases(const std::string& text, const std::string& path) {
+  return cases_from(ConfigNode::load_string(text, path), path);
 }
 
 namespace {

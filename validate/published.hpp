@@ -52,6 +52,9 @@ struct CaseFile {
 // Reads a cases file; unknown keys, a bad quantity or predict option are InputErrors naming the
 // file, line and key.
 CaseFile read_cases(const std::string& path);
+// The cases of a YAML text that is (or will be) the file at `path`: errors name that path, and a
+// relative cluster file is found from its folder.
+CaseFile parse_cases(const std::string& text, const std::string& path);
 
 struct Comparison {
   std::string data_set;  // the cases file's name

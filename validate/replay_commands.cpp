@@ -85,7 +85,7 @@ void add_replay_command(CLI::App& app, const std::string& command) {
     std::vector<std::pair<std::string, std::string>> files;
     if (!o.json.empty()) files.emplace_back(o.json, replay_json(m));
     if (!o.csv.empty()) files.emplace_back(o.csv, replay_csv(m));
-    write_outputs(files);
+    write_outputs(files, {o.model});
     std::cerr << fmt::format(
         "dlvalidate: replay {} on {} rank(s), {} node(s), batch {} per rank, {} {}: step {:.4f} s "
         "median ({:.4f}-{:.4f} s over {} steps), {:.2f} samples/s\n",
