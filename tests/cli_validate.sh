@@ -201,10 +201,13 @@ launch_failure() {  # launch_failure "substring" args...
 launch_failure "--partition: 'gpu;reboot' is not a valid partition name" --partition 'gpu;reboot'
 launch_failure "--job-name: 'a\$(id)' is not a valid job name" --job-name 'a$(id)'
 launch_failure "--framework: unknown framework 'pytorch'" --framework pytorch
-launch_failure "--nodes: must be at least 1 (got 0)" --nodes 0
-launch_failure "--batch: must be at least 1 (got -8)" --batch=-8
+launch_failure "--nodes: must be in 1..1048576, got 0" --nodes 0
+launch_failure "--nodes: must be in 1..1048576, got 99999999999" --nodes 99999999999
+launch_failure "--batch: must be in 1..16777216, got -8" --batch=-8
 launch_failure "--model: 'resnet50?touch x #' holds a control character" --model $'resnet50\ntouch x #' --script /x/train.py
-launch_failure "--ps-servers: must be at least 1 (got 0)" --framework tf-ps --ps-servers 0
+launch_failure "--ps-servers: must be in 1..1048576 (got 0)" --framework tf-ps --ps-servers 0
+launch_failure "--ps-servers: must be in 1..1048576 (got 2147483647)" --framework tf-ps \
+  --ps-servers 2147483647 --ps-placement dedicated
 launch_failure "--model: the mxnet-ps benchmark has no model 'bert_base'" --framework mxnet-ps \
   --model bert_base
 launch_failure "--script: keras-mwms has no standard benchmark" --framework keras-mwms
@@ -217,6 +220,16 @@ echo "${manifest/\"job_id\":\"5\",/\"job_id\":5,}" >"$tmp/m1.json"
 launch_failure "m1.json: job_id: must be a string" --collect "$tmp/m1.json"
 echo "${manifest/,\"log\":\"nolog.out\"/}" >"$tmp/m2.json"
 launch_failure "m2.json: points: malformed launch manifest" --collect "$tmp/m2.json"
+# Values out of range or of the wrong kind, by field (a fraction was truncated, a count wrapped).
+echo "${manifest/\"nodes\":1,/\"nodes\":1.5,}" >"$tmp/m3.json"
+launch_failure "m3.json: points.nodes: must be a whole number, got 1.5" --collect "$tmp/m3.json"
+echo "${manifest/\"nodes\":1,/\"nodes\":3000000000,}" >"$tmp/m4.json"
+launch_failure "m4.json: points.nodes: must be in 1..1048576, got 3000000000" --collect "$tmp/m4.json"
+echo "$manifest" | sed 's/"knobs":{}/"knobs":{"ps_servers":-3}/' >"$tmp/m5.json"
+launch_failure "m5.json: knobs.ps_servers: must be in 1..1048576, got -3" --collect "$tmp/m5.json"
+echo "$manifest" | sed 's/"knobs":{}/"knobs":{"mode":"bogus"}/' >"$tmp/m6.json"
+launch_failure "m6.json: knobs.mode: 'bogus' is not parameter_server or distributed_replicated" \
+  --collect "$tmp/m6.json"
 # Outputs of a collect: checked before any job is read or submitted.
 launch_failure "r.csv: --cases-out: is the --results file too" --collect "$tmp/m1.json" \
   --cluster default --results "$tmp/r.csv" --cases-out "$tmp/./r.csv"

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "calibrate/slurm.hpp"
+#include "common/cli.hpp"
 #include "common/error.hpp"
 #include "common/version.hpp"
 #include "validate/readers.hpp"
@@ -528,8 +529,9 @@ void validate_launch(const LaunchOptions& o) {
   if (o.torch_backend == "nccl" && o.gpus_per_node == 0) {
     fail_at({}, "--backend", "nccl needs GPUs (--gpus-per-node); CPU ranks use gloo");
   }
-  if (o.knobs.ps_servers && *o.knobs.ps_servers < 1) {
-    fail_at({}, "--ps-servers", fmt::format("must be at least 1 (got {})", *o.knobs.ps_servers));
+  if (o.knobs.ps_servers && (*o.knobs.ps_servers < 1 || *o.knobs.ps_servers > dlsim::kMaxRanks)) {
+    fail_at({}, "--ps-servers",
+            fmt::format("must be in 1..{} (got {})", dlsim::kMaxRanks, *o.knobs.ps_servers));
   }
   if (o.knobs.mode && *o.knobs.mode != "parameter_server" &&
       *o.knobs.mode != "distributed_replicated") {

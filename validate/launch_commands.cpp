@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -58,28 +59,71 @@ nlohmann::json read_manifest(const std::string& path) {
   return j;
 }
 
+// A whole number of a manifest in [lo, hi]: a fraction, a string or a value out of range is an
+// error naming the field (a manifest is written by launch; an edited one may not be).
+long long whole_at(const nlohmann::json& parent, const std::string& key, const std::string& path,
+                   const std::string& field, long long lo, long long hi) {
+  const auto& v = parent.at(key);
+  if (!v.is_number_integer()) {
+    fail_at({path, 0, 0}, field, fmt::format("must be a whole number, got {}", v.dump()));
+  }
+  const auto n = v.get<long long>();
+  if (n < lo || n > hi)
+    fail_at({path, 0, 0}, field, fmt::format("must be in {}..{}, got {}", lo, hi, n));
+  return n;
+}
+
+// A non-negative finite quantity of a manifest's knobs.
+double amount_at(const nlohmann::json& k, const std::string& key, const std::string& path) {
+  const auto& v = k.at(key);
+  if (!v.is_number() || !(v.get<double>() >= 0) || !std::isfinite(v.get<double>())) {
+    fail_at({path, 0, 0}, "knobs." + key,
+            fmt::format("must be a non-negative number, got {}", v.dump()));
+  }
+  return v.get<double>();
+}
+
 // The options a manifest records, for the rows and the prediction of its points.
 LaunchOptions options_of(const nlohmann::json& m, const std::string& path) {
   LaunchOptions o;
   o.model = m.at("model").get<std::string>();
-  o.gpus_per_node = m.at("gpus_per_node").get<int>();
-  o.ranks_per_node = m.at("ranks_per_node").get<int>();
-  o.threads_per_rank = m.at("threads_per_rank").get<int>();
-  o.steps = m.at("steps").get<int>();
-  o.warmup_steps = m.at("warmup_steps").get<int>();
+  auto whole = [&](const std::string& key, long long lo, long long hi) {
+    return static_cast<int>(whole_at(m, key, path, key, lo, hi));
+  };
+  o.gpus_per_node = whole("gpus_per_node", 0, dlsim::kMaxGpusPerNode);
+  o.ranks_per_node = whole("ranks_per_node", 1, dlsim::kMaxGpusPerNode);
+  o.threads_per_rank = whole("threads_per_rank", 1, 4096);
+  o.steps = whole("steps", 1, 1 << 30);
+  o.warmup_steps = whole("warmup_steps", 0, 1 << 30);
   o.job_name = m.at("job_name").get<std::string>();
   o.output_dir = m.at("output_dir").get<std::string>();
   o.command_line = m.at("command_line").get<std::string>();
   const auto& k = m.at("knobs");
   if (k.contains("fusion_threshold_bytes"))
-    o.knobs.fusion_threshold = Bytes{k["fusion_threshold_bytes"].get<double>()};
-  if (k.contains("cycle_time_s")) o.knobs.cycle_time = Seconds{k["cycle_time_s"].get<double>()};
+    o.knobs.fusion_threshold = Bytes{amount_at(k, "fusion_threshold_bytes", path)};
+  if (k.contains("cycle_time_s")) o.knobs.cycle_time = Seconds{amount_at(k, "cycle_time_s", path)};
   if (k.contains("bucket_cap_bytes"))
-    o.knobs.bucket_cap = Bytes{k["bucket_cap_bytes"].get<double>()};
-  if (k.contains("ps_servers")) o.knobs.ps_servers = k["ps_servers"].get<int>();
-  if (k.contains("ps_placement"))
-    o.knobs.ps_colocated = k["ps_placement"].get<std::string>() == "colocated";
-  if (k.contains("mode")) o.knobs.mode = k["mode"].get<std::string>();
+    o.knobs.bucket_cap = Bytes{amount_at(k, "bucket_cap_bytes", path)};
+  if (k.contains("ps_servers")) {
+    o.knobs.ps_servers =
+        static_cast<int>(whole_at(k, "ps_servers", path, "knobs.ps_servers", 1, dlsim::kMaxRanks));
+  }
+  if (k.contains("ps_placement")) {
+    const auto placement = k["ps_placement"].get<std::string>();
+    if (placement != "colocated" && placement != "dedicated") {
+      fail_at({path, 0, 0}, "knobs.ps_placement",
+              fmt::format("'{}' is not colocated or dedicated", comment_safe(placement)));
+    }
+    o.knobs.ps_colocated = placement == "colocated";
+  }
+  if (k.contains("mode")) {
+    o.knobs.mode = k["mode"].get<std::string>();
+    if (*o.knobs.mode != "parameter_server" && *o.knobs.mode != "distributed_replicated") {
+      fail_at({path, 0, 0}, "knobs.mode",
+              fmt::format("'{}' is not parameter_server or distributed_replicated",
+                          comment_safe(*o.knobs.mode)));
+    }
+  }
   if (k.contains("compression")) {
     const auto text = k["compression"].get<std::string>();
     o.knobs.compression = simulator::parse_gradient_compression(text);
@@ -120,10 +164,13 @@ Collected collect(const std::vector<std::string>& manifests,
         r.job_id = p.at("job_id").get<std::string>();
         r.log = p.at("log").get<std::string>();
         framework = p.at("framework").get<std::string>();
-        r.point.nodes = p.at("nodes").get<int>();
-        r.point.batch = p.at("batch_per_gpu").get<std::int64_t>();
-        r.point.alloc_nodes = p.at("alloc_nodes").get<int>();
-        r.point.tasks_per_node = p.at("tasks_per_node").get<int>();
+        r.point.nodes =
+            static_cast<int>(whole_at(p, "nodes", path, "points.nodes", 1, dlsim::kMaxRanks));
+        r.point.batch = whole_at(p, "batch_per_gpu", path, "points.batch_per_gpu", 1, 1 << 24);
+        r.point.alloc_nodes = static_cast<int>(
+            whole_at(p, "alloc_nodes", path, "points.alloc_nodes", 1, 2 * dlsim::kMaxRanks));
+        r.point.tasks_per_node = static_cast<int>(whole_at(
+            p, "tasks_per_node", path, "points.tasks_per_node", 1, dlsim::kMaxGpusPerNode));
       } catch (const nlohmann::json::exception& e) {
         fail_at({path, 0, 0}, "points", fmt::format("malformed launch manifest: {}", e.what()));
       }
@@ -331,10 +378,10 @@ void add_launch(CLI::App& app, const std::string& command_line) {
           return *f;
         });
     o.nodes = parse_list<int>(opt->nodes, "--nodes", [](const std::string& s) {
-      return static_cast<int>(dlsim::parse_int_flag(s, "--nodes", -1000000, 1 << 20));
+      return static_cast<int>(dlsim::parse_int_flag(s, "--nodes", 1, dlsim::kMaxRanks));
     });
     o.batches = parse_list<std::int64_t>(opt->batches, "--batch", [](const std::string& s) {
-      return static_cast<std::int64_t>(dlsim::parse_int_flag(s, "--batch", -1000000, 1 << 24));
+      return static_cast<std::int64_t>(dlsim::parse_int_flag(s, "--batch", 1, 1 << 24));
     });
     o.script_args = split_words(opt->script_args);
     o.exclusive = !opt->shared;

@@ -12,6 +12,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -114,12 +115,16 @@ class Header {
   void require(const std::string& field, const std::string& printed_as) const {
     if (!has(field)) fail_at({path_}, "", fmt::format("no '{}' line", printed_as));
   }
-  // The field as a positive whole number (printed as "64" or "64.0").
+  // The field as a positive whole number (printed as "64" or "64.0") that an int holds.
   int count(const std::string& field) const {
     const auto v = to_number(value(field));
     if (!v || *v < 1 || std::floor(*v) != *v) {
       fail_at({path_, line(field)}, field,
               fmt::format("'{}' is not a positive whole number", value(field)));
+    }
+    if (*v > std::numeric_limits<int>::max()) {
+      fail_at({path_, line(field)}, field,
+              fmt::format("'{}' is out of range (at most 2^31-1)", value(field)));
     }
     return static_cast<int>(*v);
   }
@@ -136,12 +141,19 @@ double number_at(const std::string& text, const std::string& path, int line,
   return *v;
 }
 
+constexpr double kMaxRate = 1e15;
+
 // A throughput the log reports: a positive number (a rate of 0 or below is a broken log line,
 // and a report could not divide by it).
 double rate_at(const std::string& text, const std::string& path, int line,
                const std::string& field) {
   const double v = number_at(text, path, line, field);
   if (!(v > 0)) fail_at({path, line}, field, fmt::format("'{}' is not a positive rate", text));
+  // Far above any machine's rate, and small enough that a rate times the GPUs stays finite.
+  if (v > kMaxRate) {
+    fail_at({path, line}, field,
+            fmt::format("'{}' is out of range (at most {:g}/s)", text, kMaxRate));
+  }
   return v;
 }
 
