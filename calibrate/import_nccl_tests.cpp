@@ -32,12 +32,21 @@
 
 #include "calibrate/import.hpp"
 #include "calibrate/log_text.hpp"
+#include "common/cli.hpp"
 #include "common/error.hpp"
 #include "common/json_text.hpp"
 #include "common/units.hpp"
 
 namespace dlsim::calibrate {
 namespace {
+
+// A message size of a row: a whole number of bytes, 0 .. 2^60.
+void check_size(const SourceLocation& where, const std::string& field, double bytes) {
+  if (!(bytes >= 0) || std::floor(bytes) != bytes) {
+    fail_at(where, field, fmt::format("'{}' is not a whole number of bytes", bytes));
+  }
+  if (bytes > kMaxBytes.value()) fail_at(where, field, "is above 2^60 B");
+}
 
 constexpr const char* kTool = "nccl-tests";
 // busbw may differ from algbw x bus factor by this much (plus the printed rounding) before the
@@ -554,7 +563,7 @@ struct TextReader {
       const double algbw = number(c.algbw, "algbw");
       const double busbw = number(c.busbw, "busbw");
       if (!(time_us > 0)) fail_at(where, "time", "must be a positive time in us");
-      if (bytes > kMaxBytes.value()) fail_at(where, "size", "is above 2^60 B");
+      check_size(where, "size", bytes);
       check_busbw(where, "busbw", op, ranks, algbw, busbw,
                   half_unit(tokens[c.busbw]) + half_unit(tokens[c.algbw]) * bus_factor(op, ranks));
       const auto dtype = dtype_of(tokens[c.type]);
@@ -786,6 +795,14 @@ Results import_json(const std::string& path, const std::string& text,
       }
     }
   }
+  for (const auto& [v, name] : {std::pair{threads, "config.nthreads"}, {gpus, "config.ngpus"}}) {
+    if (!(v >= 1 && v <= kMaxRanks) || std::floor(v) != v) {
+      fail_at({path}, name, fmt::format("must be a whole number in 1..{}, got {}", kMaxRanks, v));
+    }
+  }
+  if (threads * gpus * static_cast<double>(processes) > kMaxRanks) {
+    fail_at({path}, "config", fmt::format("more than {} ranks", kMaxRanks));
+  }
   const int ranks = static_cast<int>(threads * gpus) * static_cast<int>(processes);
   const int nodes = std::max<int>(1, static_cast<int>(hosts.size()));
   if (ranks < 1) fail_at({path}, "config", "nthreads x ngpus must be at least 1");
@@ -801,6 +818,7 @@ Results import_json(const std::string& path, const std::string& text,
     const auto& row = results[i];
     const std::string field = fmt::format("results[{}].", i);
     const double bytes = json_number(member(row, "size", path, field), path, field + "size");
+    check_size({path}, field + "size", bytes);
     const auto& type = member(row, "type", path, field);
     const auto dtype = type.is_string() ? dtype_of(type.get<std::string>()) : std::nullopt;
     if (!dtype)

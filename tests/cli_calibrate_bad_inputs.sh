@@ -111,6 +111,19 @@ expect_failure "--resume: '12;x' is not a Slurm job id" --script job.sbatch slur
 expect_failure "the file is empty" -o r.jsonl import nccl-tests /dev/null
 expect_failure "no '# OSU ... Test' header line" -o r.jsonl import osu /dev/null
 
+# nccl-tests -J JSON: a size that is not a whole number of bytes, a thread count that would wrap.
+python3 - "$fx/nccl_tests_reducescatter.json" "$tmp" <<'PY'
+import json, sys
+for name, where, key, value in [("neg", "results", "size", -8), ("frac", "results", "size", 1.5),
+                                ("threads", "config", "nthreads", 1e10)]:
+    d = json.load(open(sys.argv[1]))
+    (d[where][0] if where == "results" else d[where])[key] = value
+    json.dump(d, open(f"{sys.argv[2]}/nccl_json_{name}.json", "w"))
+PY
+expect_failure "nccl_json_neg.json: results[0].size: '-8' is not a whole number of bytes" -o r.jsonl import nccl-tests "$tmp/nccl_json_neg.json"
+expect_failure "nccl_json_frac.json: results[0].size: '1.5' is not a whole number of bytes" -o r.jsonl import nccl-tests "$tmp/nccl_json_frac.json"
+expect_failure "config.nthreads: must be a whole number in 1..1048576, got 10000000000" -o r.jsonl import nccl-tests "$tmp/nccl_json_threads.json"
+
 # An existing results file is not overwritten without --resume (and stays as it was).
 cp "$fx/results_one_allreduce.jsonl" "$tmp/existing.jsonl"
 "$dlcal" run cpu --ops copy -o "$tmp/existing.jsonl" >"$tmp/stdout" 2>"$tmp/stderr"
