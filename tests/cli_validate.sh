@@ -213,6 +213,15 @@ launch_failure "--model: the mxnet-ps benchmark has no model 'bert_base'" --fram
 launch_failure "--script: keras-mwms has no standard benchmark" --framework keras-mwms
 launch_failure "--fusion-threshold: " --framework horovod-pytorch --fusion-threshold 64
 launch_failure "--time: '1h' is not a Slurm time limit" --time 1h
+# A flag no run of the sweep reads: the jobs would run without it.
+launch_failure "--ps-servers: is read by the parameter-server frameworks (tf-ps, mxnet-ps) only; no framework of the sweep (pytorch-ddp) takes it" \
+  --framework pytorch-ddp --ps-servers 2
+launch_failure "--backend: is read by pytorch-ddp only" --framework horovod-pytorch --backend gloo
+launch_failure "--mode: is read by tf-ps only" --framework mxnet-ps --mode distributed_replicated
+launch_failure "--ranks-per-node: applies to CPU ranks (--gpus-per-node 0)" --gpus-per-node 4 \
+  --ranks-per-node 2
+launch_failure "--cluster: is read by --predict and --wait (the comparison) only" --cluster default
+launch_failure "--nodes: 2 is given twice (a run would repeat)" --nodes 2,1,2
 launch_failure "--collect: cannot read the launch manifest" --collect "$tmp/none.launch.json"
 # A manifest of the wrong shape: one line naming the field (it was an internal error, exit 3).
 manifest='{"kind":"dlsim-launch","dlsim":"0.1.0","command_line":"x","job_id":"5","script":"s","model":"resnet50","gpus_per_node":4,"ranks_per_node":4,"threads_per_rank":1,"steps":10,"warmup_steps":2,"job_name":"j","output_dir":"o","knobs":{},"points":[{"task":0,"job_id":"5_0","framework":"pytorch-ddp","nodes":1,"batch_per_gpu":32,"alloc_nodes":1,"tasks_per_node":4,"ranks":4,"log":"nolog.out"}]}'

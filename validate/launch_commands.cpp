@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -273,6 +275,54 @@ void report(const Collected& c, const std::string& results_path, const std::stri
   }
 }
 
+// A flag given on the command line that no run of the sweep would read is an error naming it:
+// the jobs would run without it and the results would not say so. (Knobs that several
+// frameworks share are checked by validate_launch, for manifests too.)
+void refuse_unread_flags(const CLI::App& c, const LaunchOptions& o, bool predicts) {
+  std::vector<std::string> names;
+  for (auto f : o.frameworks) names.emplace_back(to_string(f));
+  const std::string sweep = fmt::format("{}", fmt::join(names, ", "));
+  auto needs = [&](const char* flag, std::initializer_list<LaunchFramework> readers,
+                   const char* who) {
+    if (c.count(flag) == 0) return;
+    for (auto f : o.frameworks) {
+      if (std::find(readers.begin(), readers.end(), f) != readers.end()) return;
+    }
+    fail_at({}, flag,
+            fmt::format("is read by {} only; no framework of the sweep ({}) takes it", who, sweep));
+  };
+  const auto ps = {LaunchFramework::kTfPs, LaunchFramework::kMxnetPs};
+  needs("--ps-servers", ps, "the parameter-server frameworks (tf-ps, mxnet-ps)");
+  needs("--ps-placement", ps, "the parameter-server frameworks (tf-ps, mxnet-ps)");
+  needs("--ps-device", {LaunchFramework::kTfPs}, "tf-ps");
+  needs("--mode", {LaunchFramework::kTfPs}, "tf-ps");
+  const auto ddp = {LaunchFramework::kPytorchDdp};
+  needs("--backend", ddp, "pytorch-ddp");
+  needs("--torch-launcher", ddp, "pytorch-ddp");
+  needs("--master-port", ddp, "pytorch-ddp");
+  if (c.count("--ranks-per-node") > 0 && o.gpus_per_node > 0) {
+    fail_at({}, "--ranks-per-node",
+            fmt::format("applies to CPU ranks (--gpus-per-node 0); with {} GPUs per node each "
+                        "node runs a rank per GPU",
+                        o.gpus_per_node));
+  }
+  if (c.count("--cluster") > 0 && !predicts) {
+    fail_at({}, "--cluster", "is read by --predict and --wait (the comparison) only");
+  }
+  auto once = [](const char* flag, const auto& values) {
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        if (values[i] == values[j]) {
+          fail_at({}, flag, fmt::format("{} is given twice (a run would repeat)", values[i]));
+        }
+      }
+    }
+  };
+  once("--nodes", o.nodes);
+  once("--batch", o.batches);
+  once("--framework", names);
+}
+
 void add_launch(CLI::App& app, const std::string& command_line) {
   auto* c = app.add_subcommand(
       "launch",
@@ -366,7 +416,7 @@ void add_launch(CLI::App& app, const std::string& command_line) {
                 "Write the cases file that maps the rows to predictions (for dlvalidate "
                 "published)");
   c->add_option("--source-id", opt->source_id, "The rows' source_id (default: launch-<job id>)");
-  c->callback([opt, &o] {
+  c->callback([c, opt, &o] {
     o.frameworks =
         parse_list<LaunchFramework>(opt->frameworks, "--framework", [](const std::string& s) {
           const auto f = parse_launch_framework(s);
@@ -432,6 +482,7 @@ void add_launch(CLI::App& app, const std::string& command_line) {
       return;
     }
 
+    refuse_unread_flags(*c, o, opt->predict || opt->wait);
     const auto jobs = plan_launch(o);  // validates: nothing is written or submitted before
     if (opt->predict) {
       for (const auto& j : jobs) {
