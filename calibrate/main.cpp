@@ -199,6 +199,15 @@ void add_fit(CLI::App& app, const std::string& command) {
       ->required();
   c->callback([opt, command] {
     dlsim::refuse_output_over_input(opt->out, opt->files);
+    for (std::size_t i = 0; i < opt->files.size(); ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        std::error_code ec;
+        if (std::filesystem::equivalent(opt->files[i], opt->files[j], ec) && !ec) {
+          dlsim::fail_at({opt->files[i]}, "RESULTS",
+                         "given twice (its measurements would count twice in the fits)");
+        }
+      }
+    }
     cal::ProfileOptions po;
     try {
       dlsim::hardware::load_cluster(opt->base);  // checked here, so the error names the flag

@@ -23,6 +23,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/cli.hpp"
 #include "common/error.hpp"
 #include "common/hostlist.hpp"
 
@@ -135,10 +136,46 @@ void check_sbatch_value(const char* flag, const std::string& value, std::string_
   }
 }
 
+// sbatch --array: comma-separated indices "N", ranges "N-M" and stepped ranges "N-M:S", then an
+// optional "%K" (at most K tasks at once). A range that counts down or a step of 0 is empty or
+// endless for Slurm, and an error here.
+void check_array(const std::string& spec) {
+  check_sbatch_value("--array", spec, ",-:%", "job array range");
+  static const std::regex item(R"(^(\d{1,9})(?:-(\d{1,9})(?::(\d{1,9}))?)?$)");
+  const auto percent = spec.find('%');
+  const std::string ranges = spec.substr(0, percent);
+  if (percent != std::string::npos &&
+      !std::regex_match(spec.substr(percent + 1), std::regex(R"(^[1-9]\d{0,8}$)"))) {
+    fail_at({}, "--array", fmt::format("'{}': the limit after % must be a positive count", spec));
+  }
+  std::istringstream in(ranges);
+  for (std::string part; std::getline(in, part, ',');) {
+    std::smatch m;
+    if (!std::regex_match(part, m, item)) {
+      fail_at({}, "--array",
+              fmt::format("'{}' is not a valid job array range (N, N-M or N-M:S, comma-separated, "
+                          "then %K)",
+                          comment_safe(spec)));
+    }
+    if (m[2].matched && std::stol(m[2].str()) < std::stol(m[1].str())) {
+      fail_at({}, "--array", fmt::format("'{}': the range {} counts down", spec, part));
+    }
+    if (m[3].matched && std::stol(m[3].str()) < 1) {
+      fail_at({}, "--array", fmt::format("'{}': the step of {} must be at least 1", spec, part));
+    }
+  }
+  if (ranges.empty() || ranges.back() == ',') {
+    fail_at({}, "--array", fmt::format("'{}' is not a valid job array range", comment_safe(spec)));
+  }
+}
+
 void validate_slurm_options(const SlurmOptions& o) {
-  if (o.nodes < 1) fail_at({}, "--nodes", fmt::format("must be at least 1 (got {})", o.nodes));
-  if (o.gpus_per_node < 0) {
-    fail_at({}, "--gpus-per-node", fmt::format("must not be negative (got {})", o.gpus_per_node));
+  if (o.nodes < 1 || o.nodes > kMaxRanks) {
+    fail_at({}, "--nodes", fmt::format("must be in 1..{} (got {})", kMaxRanks, o.nodes));
+  }
+  if (o.gpus_per_node < 0 || o.gpus_per_node > kMaxGpusPerNode) {
+    fail_at({}, "--gpus-per-node",
+            fmt::format("must be in 0..{} (got {})", kMaxGpusPerNode, o.gpus_per_node));
   }
   if (!is_slurm_time(o.time)) {
     fail_at({}, "--time",
@@ -153,7 +190,7 @@ void validate_slurm_options(const SlurmOptions& o) {
   if (!o.constraint.empty()) {
     check_sbatch_value("--constraint", o.constraint, "_.-,&|!*()[]:", "feature expression");
   }
-  if (!o.array.empty()) check_sbatch_value("--array", o.array, ",-:%", "job array range");
+  if (!o.array.empty()) check_array(o.array);
   check_sbatch_value("--job-name", o.job_name, "_.-", "job name");
   // The directory goes into "#SBATCH --output=": one word, and no % (sbatch's file patterns).
   check_sbatch_value("--output-dir", o.output_dir, "_.-/+=@~,", "directory for #SBATCH --output");

@@ -51,6 +51,7 @@ expect_failure "nccl_topo_bad_target.xml" -o node.yaml import nccl-topo "$fx/ncc
 expect_failure "format_version: 99 is not the version" -o report.txt show "$fx/results_format_99.jsonl"
 expect_failure "format_version: 99 is not the version" -o p.yaml fit "$fx/results_format_99.jsonl"
 expect_failure "nothing to fit" -o p.yaml fit "$fx/results_one_allreduce.jsonl"
+expect_failure "results_one_allreduce.jsonl: RESULTS: given twice" -o p.yaml fit "$fx/results_one_allreduce.jsonl" "$fx/../calibrate/results_one_allreduce.jsonl"
 expect_failure "results_duplicate_key.jsonl:2: ranks: given twice in one record" -o p.yaml fit "$fx/results_duplicate_key.jsonl"
 expect_failure "results_string_sample.jsonl:2: samples_s[1]: has the wrong type (string: \"x\")" -o p.yaml fit "$fx/results_string_sample.jsonl"
 expect_failure "--base: unknown cluster preset 'nosuch'" -o p.yaml fit --base nosuch "$fx/results_one_allreduce.jsonl"
@@ -83,6 +84,9 @@ if [[ $probe != *"this build has no gloo"* ]]; then
 fi
 expect_failure "--partition" --script job.sbatch slurm --nodes 2 --partition "a'b; rm -rf /" --dry-run
 expect_failure "--nodes" --script job.sbatch slurm --nodes 0 --dry-run
+expect_failure "--array: '3-0': the range 3-0 counts down" --script job.sbatch slurm --nodes 2 --array 3-0 --dry-run
+expect_failure "--array: '0-7:0': the step of 0-7:0 must be at least 1" --script job.sbatch slurm --nodes 2 --array 0-7:0 --dry-run
+expect_failure "--gpus-per-node: must be in 0..1024 (got 99999)" --script job.sbatch slurm --nodes 2 --gpus-per-node 99999 --dry-run
 expect_failure "results_negative_time.jsonl:2: samples_s: every sample must be a positive time" -o p.yaml fit "$fx/results_negative_time.jsonl"
 expect_failure "results_negative_bytes.jsonl:2: bytes: must be in 0 .. 2^60 B, got -8" -o r.txt show "$fx/results_negative_bytes.jsonl"
 expect_failure "results_negative_flops.jsonl:2: flops: must be in 0 .. 1e24 FLOP, got -5" -o r.txt show "$fx/results_negative_flops.jsonl"
@@ -101,7 +105,7 @@ expect_failure "--min-time: '1e9s' is out of range for a duration" -o r.jsonl ru
 expect_failure "--minbytes: must be positive" -o r.jsonl run cpu --ops copy -b 0B
 expect_failure "--maxbytes: 1 KiB is below --minbytes 64 KiB" -o r.jsonl run cpu --ops copy -e 1KiB
 expect_failure "--poll: must be a finite number in [0.01, 86400], got '0'" --script job.sbatch slurm --nodes 2 --poll 0 --submit --wait
-expect_failure "--gpus-per-node: must not be negative" --script job.sbatch slurm --nodes 2 --gpus-per-node -1 --dry-run
+expect_failure "--gpus-per-node: must be in 0..1024 (got -1)" --script job.sbatch slurm --nodes 2 --gpus-per-node -1 --dry-run
 expect_failure "--time: '-5' is not a Slurm time limit" --script job.sbatch slurm --nodes 2 --time -5 --dry-run
 expect_failure "--array: '1-;rm' is not a valid job array range" --script job.sbatch slurm --nodes 2 --array "1-;rm" --dry-run
 expect_failure "--job-name: 'a b\$(x)' is not a valid job name" --script job.sbatch slurm --nodes 2 --job-name 'a b$(x)' --dry-run

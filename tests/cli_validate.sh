@@ -252,5 +252,13 @@ bash -n "$tmp/sweep.sbatch" || fail "the sweep's scripts do not parse"
 [ "$(grep -c '^#SBATCH --array=0-1$' "$tmp/sweep.sbatch")" -eq 4 ] ||
   fail "the sweep is not four job arrays of two runs"
 
+# replay: a CSV label with a line break would split the row.
+"$dlval" replay --model resnet18 --source-id $'a\nb' --csv "$tmp/replay.csv" 2>"$tmp/stderr"
+rc=$?
+if [ "$rc" -ne 2 ] || ! grep -qF -- "--source-id: 'a?b' holds a control character" "$tmp/stderr" ||
+   [ -e "$tmp/replay.csv" ]; then
+  fail "dlvalidate replay --source-id with a newline (exit $rc)"
+fi
+
 [ "$failures" -eq 0 ] && echo "cli_validate inputs: ok"
 [ "$failures" -eq 0 ]

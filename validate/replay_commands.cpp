@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
+#include "calibrate/slurm.hpp"
 #include "common/cli.hpp"
 #include "common/error.hpp"
 #include "common/output.hpp"
@@ -36,6 +38,15 @@ ReplayOptions resolve(const Flags& f) {
   check_output(o.csv, "--csv");
   if (o.json.empty() && o.csv.empty()) {
     fail_at({}, "--json", "give --json and/or --csv: the replay's measurement goes there");
+  }
+  // Labels of the CSV row: one printable line each, as every other cell of the table.
+  for (const auto& [flag, text] :
+       {std::pair{"--source-id", o.source_id}, std::pair{"--inter-node", o.inter_node}}) {
+    if (std::any_of(text.begin(), text.end(),
+                    [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; })) {
+      fail_at({}, flag,
+              fmt::format("'{}' holds a control character", calibrate::comment_safe(text)));
+    }
   }
   return o;
 }
