@@ -342,6 +342,8 @@ class Walker {
       n.name = Reader::attr(child, "name").value_or("?");
       n.dev = r_.integer(child, what, "dev");
       n.speed_mbps = Reader::attr(child, "speed") ? r_.integer(child, what, "speed") : 0;
+      if (n.speed_mbps < 0)
+        r_.fail(fmt::format("{}: speed {} Mb/s is negative", what, n.speed_mbps));
       n.order = f_.nets.size();
       f_.nets.push_back(n);
       f_.pcie.push_back({{Kind::kNic, f_.nets.size() - 1}, parent, kind, busid});

@@ -252,12 +252,13 @@ struct OsuReader {
                 fmt::format("the file says {} ranks ({}), not {}", *ranks, from, *options.ranks));
       }
       ranks = options.ranks;
+      from = "--ranks";
     }
     if (p2p) {
       const int used = 2 * run->pairs;
       if (ranks && *ranks < used) {
-        fail_at({log.path, line}, "ranks",
-                fmt::format("{} pairs need {} ranks, the file says {}", run->pairs, used, *ranks));
+        fail_at({log.path, line}, options.ranks ? "--ranks" : "ranks",
+                fmt::format("{} pairs need {} ranks, {} says {}", run->pairs, used, from, *ranks));
       }
       ranks = used;
     }
@@ -323,7 +324,7 @@ struct OsuReader {
     if (!run->buffers.empty()) meas.params["osu_buffers"] = run->buffers;
     if (!test.variant.empty() && test.variant != "pairs") meas.params["osu_variant"] = test.variant;
     if (test.variant == "pairs") meas.params["pairs"] = std::to_string(run->pairs);
-    std::optional<double> size, latency, bandwidth, pure;
+    std::optional<double> size, latency, bandwidth, pure, min, max;
     for (std::size_t c = 0; c < cols.size(); ++c) {
       if (cols[c] == Column::kOther) continue;
       const auto v = parse_number(tokens[c]);
@@ -346,12 +347,18 @@ struct OsuReader {
           meas.params["pure_comm_us"] = tokens[c];
           break;
         case Column::kMin:
+          min = *v;
           meas.params["min_latency_us"] = tokens[c];
           break;
         case Column::kMax:
+          max = *v;
           meas.params["max_latency_us"] = tokens[c];
           break;
         case Column::kIterations:
+          if (!(*v >= 1) || std::floor(*v) != *v) {
+            fail_at(where, "Iterations",
+                    fmt::format("'{}' is not a count of at least 1", tokens[c]));
+          }
           meas.params["iterations"] = tokens[c];
           break;
         case Column::kOther:
@@ -359,6 +366,16 @@ struct OsuReader {
       }
     }
     if (*size > kMaxBytes.value()) fail_at(where, "size", "is above 2^60 B");
+    // The average over ranks lies between the least and the greatest rank's (OSU prints each
+    // with two decimals: half a unit of rounding either way).
+    if (latency && ((min && *min > *latency + 0.01) || (max && *max < *latency - 0.01) ||
+                    (min && max && *min > *max + 0.01))) {
+      fail_at(where, "latency",
+              fmt::format("the row's min {} / average {} / max {} us are out of order: not an OSU "
+                          "row",
+                          min ? fmt::format("{:g}", *min) : "-", *latency,
+                          max ? fmt::format("{:g}", *max) : "-"));
+    }
     if (test.metric == Metric::kLatency) {
       // A non-blocking test's collective alone is its "Pure Comm." time.
       const auto t = test.variant == "non-blocking" ? pure : latency;
