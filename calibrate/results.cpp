@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <limits>
 #include <type_traits>
 
 #include "common/collective_op.hpp"
@@ -40,6 +41,15 @@ struct is_list<std::vector<E>> : std::true_type {};
 template <typename T>
 T get(const nlohmann::json& j, const char* key, const std::string& where) {
   if (!j.contains(key)) fail_at({where}, key, "missing");
+  if constexpr (std::is_integral_v<T>) {
+    // A count: JSON's number converts to an int by truncation (2.5 -> 2) and wraps past 2^31.
+    const auto& v = j.at(key);
+    if (v.is_number() &&
+        (!v.is_number_integer() || v.get<long long>() < std::numeric_limits<T>::min() ||
+         v.get<long long>() > std::numeric_limits<T>::max())) {
+      fail_at({where}, key, fmt::format("must be a whole number, got {}", v.dump()));
+    }
+  }
   try {
     return j.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {

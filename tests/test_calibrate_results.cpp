@@ -182,6 +182,16 @@ TEST_CASE("malformed results files: one error naming the file, line and field") 
            R"({"op":"allreduce","backend":"mpi","ranks":"two","nodes":1,"bytes":8,"samples_s":[1e-6]})"
            "\n",
        "ranks: has the wrong type"},
+      {"fraction.jsonl",
+       std::string(kHeader) +
+           R"({"op":"allreduce","backend":"mpi","ranks":2.5,"nodes":1,"bytes":8,"samples_s":[1e-6]})"
+           "\n",
+       "fraction.jsonl:2: ranks: must be a whole number, got 2.5"},
+      {"wrap.jsonl",
+       std::string(kHeader) +
+           R"({"op":"allreduce","backend":"mpi","ranks":4294967298,"nodes":1,"bytes":8,"samples_s":[1e-6]})"
+           "\n",
+       "wrap.jsonl:2: ranks: must be a whole number, got 4294967298"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
