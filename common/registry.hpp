@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.hpp"
@@ -37,10 +38,12 @@ class Registry {
     return it == entries_.end() ? nullptr : &it->second;
   }
 
-  // The entry for `name`; an unknown name is an InputError listing the nearest known names.
-  const Entry& at(const std::string& name, const SourceLocation& where = {}) const {
+  // The entry for `name`; an unknown name is an InputError naming `field` (if given) and listing
+  // the nearest known names.
+  const Entry& at(const std::string& name, const SourceLocation& where = {},
+                  std::string_view field = "") const {
     if (const Entry* e = find(name)) return *e;
-    fail_at(where, "", "unknown " + what_ + " '" + name + "'" + did_you_mean(name, names()));
+    fail_at(where, field, "unknown " + what_ + " '" + name + "'" + did_you_mean(name, names()));
   }
 
   std::vector<std::string> names() const {

@@ -229,7 +229,7 @@ void check_options(const PredictOptions& o) {
                           kMaxGpuSpeed, speed));
     }
   }
-  static_cast<void>(framework_policies().at(o.framework, {}));
+  static_cast<void>(framework_policies().at(o.framework, {}, "framework"));
   if (o.strategy) networks::collective_algorithms().at(*o.strategy, {});
 }
 
@@ -259,7 +259,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   copt.precision = o.precision;
   copt.optimizer = o.optimizer;
   copt.anchor_throughput = o.anchor_throughput;
-  const auto& policy_entry = framework_policies().at(o.framework, {});
+  const auto& policy_entry = framework_policies().at(o.framework, {}, "framework");
 
   const auto& graph = inputs.graph;
   const auto& cluster = inputs.cluster;

@@ -349,7 +349,8 @@ void add_predict_commands(CLI::App& app) {
   p->add_option("--trace", *trace, "Write a Chrome trace (Perfetto, chrome://tracing)");
   // The collective library names the algorithm it runs; in a training job it is the --strategy.
   p->callback([pf, trace] {
-    naming_flags({{"algorithm", "--strategy"}}, [&] { run_predict(*pf, *trace); });
+    naming_flags({{"algorithm", "--strategy"}, {"framework", "--framework"}},
+                 [&] { run_predict(*pf, *trace); });
   });
 
   auto sf = std::make_shared<CommonFlags>();
@@ -361,7 +362,8 @@ void add_predict_commands(CLI::App& app) {
       ->required();
   s->add_option("--plot", *plot, "Write an SVG plot with the ideal line");
   s->callback([sf, gpus, plot] {
-    naming_flags({{"algorithm", "--strategy"}}, [&] { run_scale(*sf, *gpus, *plot); });
+    naming_flags({{"algorithm", "--strategy"}, {"framework", "--framework"}},
+                 [&] { run_scale(*sf, *gpus, *plot); });
   });
 
   auto cf = std::make_shared<CommonFlags>();
@@ -378,7 +380,7 @@ void add_predict_commands(CLI::App& app) {
       "--no-crossover", [crossover] { *crossover = false; },
       "Skip the search over GPU counts and networks for a change of winner");
   c->callback([cf, strategies, crossover, c] {
-    naming_flags({{"algorithm", "--strategy"}},
+    naming_flags({{"algorithm", "--strategy"}, {"framework", "--framework"}},
                  [&] { run_compare(*cf, *strategies, *crossover, c->count("--strategy") == 0); });
   });
 }

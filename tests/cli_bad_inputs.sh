@@ -51,7 +51,7 @@ expect_failure "'tree' does not implement alltoall" collective --gpus 8 --algo t
 expect_failure "--gpus: Value 0 not in range 1 to 1048576" predict --model googlenet --gpus 0
 expect_failure "--gpus: 65 GPUs requested, but cluster 'default' has at most 64" predict --model googlenet --gpus 65
 expect_failure "unknown model 'googlenett'" predict --model googlenett --gpus 8
-expect_failure "unknown framework 'horovd'; did you mean 'horovod'" predict --model resnet50 --gpus 8 --framework horovd
+expect_failure "--framework: unknown framework 'horovd'; did you mean 'horovod'" predict --model resnet50 --gpus 8 --framework horovd
 expect_failure "unknown collective algorithm 'rign'; did you mean 'ring'" predict --model resnet50 --gpus 8 --strategy rign
 expect_failure "--batch: batch 4096 needs" predict --model resnet50 --gpus 8 --batch 4096
 expect_failure "--batch: must be a positive integer (at most 16777216) or 'max', got '-3'" predict --model resnet50 --gpus 8 --batch -3

@@ -252,6 +252,10 @@ bash -n "$tmp/sweep.sbatch" || fail "the sweep's scripts do not parse"
 [ "$(grep -c '^#SBATCH --array=0-1$' "$tmp/sweep.sbatch")" -eq 4 ] ||
   fail "the sweep is not four job arrays of two runs"
 
+# replay: an unknown framework names its flag.
+"$dlval" replay --model resnet18 --framework foo --csv "$tmp/replay.csv" 2>"$tmp/stderr"
+grep -qF -- "--framework: unknown framework 'foo'" "$tmp/stderr" ||
+  fail "dlvalidate replay --framework foo does not name the flag"
 # replay: a CSV label with a line break would split the row.
 "$dlval" replay --model resnet18 --source-id $'a\nb' --csv "$tmp/replay.csv" 2>"$tmp/stderr"
 rc=$?

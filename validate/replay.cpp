@@ -281,7 +281,7 @@ ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std
     if (o.batch < 1) fail_at({}, "--batch", fmt::format("must be at least 1, got {}", o.batch));
     if (o.steps < 1) fail_at({}, "--steps", fmt::format("must be at least 1, got {}", o.steps));
     if (o.warmup < 0) fail_at({}, "--warmup", fmt::format("must be 0 or more, got {}", o.warmup));
-    policy = simulator::framework_policies().at(o.framework, {}).make();
+    policy = simulator::framework_policies().at(o.framework, {}, "--framework").make();
     graph.emplace(model::load_model(o.model));
     step = make_training_step(o.device, *graph, o.batch, o.seed + 7919u * comm.rank());
     job.gpus = comm.size();
