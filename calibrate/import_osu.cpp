@@ -161,6 +161,13 @@ bool all_digits(const std::string& s) {
          std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
+// A rank or node count a comment line gives: at least 1.
+int positive_count(const std::string& digits, const SourceLocation& where, const char* field) {
+  const int v = log_count(digits, where, field);
+  if (v < 1) fail_at(where, field, fmt::format("'{}' is not a count of at least 1", digits));
+  return v;
+}
+
 // What a launcher line says: processes, nodes, processes per node.
 struct Launch {
   std::optional<int> processes, nodes, per_node;
@@ -410,8 +417,9 @@ struct OsuReader {
   void read() {
     static const std::regex header(R"(^#\s*OSU\s+(\S+)\s+(.*?Test)\b\s*(?:v(\S+))?\s*$)");
     static const std::regex ranks_line(
-        R"(^#\s*(?:ranks|number of processes|processes|np)\s*[:=]\s*(\d+)\s*$)", std::regex::icase);
-    static const std::regex nodes_line(R"(^#\s*nodes\s*[:=]\s*(\d+)\s*$)", std::regex::icase);
+        R"(^#\s*(?:ranks|number of processes|processes|np)\s*[:=]\s*(-?\d+)\s*$)",
+        std::regex::icase);
+    static const std::regex nodes_line(R"(^#\s*nodes\s*[:=]\s*(-?\d+)\s*$)", std::regex::icase);
     static const std::regex datatype_line(R"(^#\s*Datatype:\s*(\w+))");
     static const std::regex buffers_line(R"(Send Buffer on (\w+).*Receive Buffer on (\w+))");
     static const std::regex pairs_line(R"(\[\s*pairs:\s*(\d+)\s*\])");
@@ -432,9 +440,10 @@ struct OsuReader {
       if (l[0] == '#') {
         if (std::regex_search(l, m, ranks_line)) {
           (run ? run->ranks_comment : pending_launch.processes) =
-              log_count(m[1].str(), where, "ranks");
+              positive_count(m[1].str(), where, "ranks");
         } else if (std::regex_search(l, m, nodes_line)) {
-          (run ? run->nodes_comment : pending_launch.nodes) = log_count(m[1].str(), where, "nodes");
+          (run ? run->nodes_comment : pending_launch.nodes) =
+              positive_count(m[1].str(), where, "nodes");
         } else if (run && std::regex_search(l, m, datatype_line)) {
           run->datatype = m[1].str();
         } else if (run && std::regex_search(l, m, buffers_line)) {

@@ -289,7 +289,13 @@ Results read_results(const std::string& path, bool tolerate_truncated_tail) {
                               "header)",
                               kResultsKind));
         }
-        const int version = j.value("format_version", 0);
+        if (!j.contains("format_version") || !j["format_version"].is_number_integer()) {
+          fail_at({path, line_no}, "format_version",
+                  fmt::format("missing or not a whole number in the header (this dlcalibrate "
+                              "reads version {})",
+                              kResultsFormatVersion));
+        }
+        const auto version = j["format_version"].get<long long>();
         if (version != kResultsFormatVersion) {
           fail_at({path, line_no}, "format_version",
                   fmt::format("{} is not the version this dlcalibrate reads ({})", version,
