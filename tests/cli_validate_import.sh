@@ -76,6 +76,10 @@ expect_failure "tf_cnn_benchmarks_zero_total.log:39: total images/sec: '0' is no
 tl=(-o "$tmp/bad/t.md" --json "$tmp/bad/t.json")
 expect_failure "timeline_truncated.json:8: the record that starts on this line is cut" \
   timeline "$logs/timeline_truncated.json" "${tl[@]}"
+printf '[\n{"ph": "B", "name": "ALLREDUCE", "name": "X", "ts": 1200, "pid": 1}]' >"$tmp/dup_key.json"
+expect_failure "dup_key.json:2: name: given twice in one record" timeline "$tmp/dup_key.json" "${tl[@]}"
+printf '[\n{"ph": "B", "name": "", "ts": 1200, "pid": 1}]' >"$tmp/empty_name.json"
+expect_failure "empty_name.json:2: name: is empty" timeline "$tmp/empty_name.json" "${tl[@]}"
 printf '[\n{"ph": "B", "name": "ALLREDUCE", "ts": "1200", "pid": 1}]' >"$tmp/bad_type.json"
 expect_failure "bad_type.json:2: ts: \"1200\" is not a number" \
   timeline "$tmp/bad_type.json" "${tl[@]}"

@@ -696,6 +696,7 @@ class TimelineReader {
   std::string text(const nlohmann::json& j, const char* key, int line) const {
     const auto& v = field(j, key, line);
     if (!v.is_string()) fail(line, key, fmt::format("{} is not a string", json_text(v)));
+    if (v.get_ref<const std::string&>().empty()) fail(line, key, "is empty");
     return v.get<std::string>();
   }
   double number(const nlohmann::json& j, const char* key, int line) const {
@@ -732,11 +733,25 @@ class TimelineReader {
 
   void handle(const std::string& record, int line) {
     nlohmann::json j;
+    // A key given twice in one object: JSON readers keep either one, so the record is ambiguous.
+    std::vector<std::set<std::string>> keys;
+    std::string twice;
+    const auto check_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+      using E = nlohmann::json::parse_event_t;
+      if (event == E::object_start) keys.emplace_back();
+      if (event == E::object_end && !keys.empty()) keys.pop_back();
+      if (event == E::key && !keys.empty() &&
+          !keys.back().insert(parsed.get<std::string>()).second && twice.empty()) {
+        twice = parsed.get<std::string>();
+      }
+      return true;
+    };
     try {
-      j = nlohmann::json::parse(record);
+      j = nlohmann::json::parse(record, check_keys);
     } catch (const nlohmann::json::exception& e) {  // parse errors, numbers out of range
       fail(line, "", fmt::format("the record is not JSON ({})", e.what()));
     }
+    if (!twice.empty()) fail(line, twice, "given twice in one record");
     ++s_.records;
     const std::string ph = text(j, "ph", line);
     if (ph == "M") {
