@@ -186,6 +186,7 @@ struct Columns {
   std::size_t count = 0;  // header tokens; a complete data row has at least as many
   std::size_t size = 0, count_col = 0, type = 0, time = 0, algbw = 0, busbw = 0;
   std::optional<std::size_t> redop, root, in_place_time, wrong;
+  bool wrong_is_count = false;  // 2.x "#wrong" (elements that failed the check), not 1.x "error"
 };
 
 std::optional<Columns> parse_header(const std::string& line) {
@@ -224,6 +225,7 @@ std::optional<Columns> parse_header(const std::string& line) {
       busbw = true;
     } else if ((t == "#wrong" || t == "error" || t == "res") && !c.wrong) {
       c.wrong = i;
+      c.wrong_is_count = t == "#wrong";
     }
   }
   if (!(size && count && type && time && algbw && busbw)) return std::nullopt;
@@ -587,6 +589,14 @@ struct TextReader {
       }
       if (c.wrong && *c.wrong < tokens.size()) {
         const auto wrong = to_number(tokens[*c.wrong]);
+        // nccl-tests -c 1 checks the result: a wrong element means the collective failed,
+        // and its time is not one of a working collective.
+        if (wrong && *wrong != 0 && c.wrong_is_count) {
+          fail_at(where, "#wrong",
+                  fmt::format("{} elements failed nccl-tests' check: not a working collective's "
+                              "time",
+                              tokens[*c.wrong]));
+        }
         if (wrong && *wrong != 0) meas.params["wrong_elements"] = tokens[*c.wrong];
       }
       r.measurements.push_back(std::move(meas));

@@ -125,6 +125,9 @@ expect_failure "--resume: '12;x' is not a Slurm job id" --script job.sbatch slur
 expect_failure "the file is empty" -o r.jsonl import nccl-tests /dev/null
 expect_failure "no '# OSU ... Test' header line" -o r.jsonl import osu /dev/null
 
+# A row whose result failed nccl-tests' check (-c 1, the #wrong column) is not a measurement.
+sed '21s/0.00    0.00       0    32.05/0.00    0.00       3    32.05/' "$fx/nccl_tests_allreduce_2x4.txt" >"$tmp/nccl_wrong.txt"
+expect_failure "nccl_wrong.txt:21: #wrong: 3 elements failed nccl-tests' check" -o r.jsonl import nccl-tests "$tmp/nccl_wrong.txt"
 # nccl-tests -J JSON: a size that is not a whole number of bytes, a thread count that would wrap.
 python3 - "$fx/nccl_tests_reducescatter.json" "$tmp" <<'PY'
 import json, sys
