@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <exception>
 #include <iostream>
@@ -142,6 +143,20 @@ inline void refuse_empty_values(CLI::App& app) {
   }
 }
 
+// The flag of the command that ran which a library's field stands for: field "gpus_per_node" is
+// the flag "--gpus-per-node" where the command (or a command above it) has one; "" otherwise.
+// Libraries name the fields of the typed options they take; only the command line knows flags.
+inline std::string flag_of_field(const CLI::App& app, const std::string& field) {
+  if (field.empty() || field.starts_with("-")) return "";
+  std::string flag = "--" + field;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  if (app.get_option_no_throw(flag) != nullptr) return flag;
+  for (const auto* sub : app.get_subcommands()) {
+    if (auto found = flag_of_field(*sub, field); !found.empty()) return found;
+  }
+  return "";
+}
+
 // Parses and runs `app` (its callbacks do the work); 0 when they all finished.
 inline int run_cli(CLI::App& app, int argc, char** argv, const std::string& program) {
   refuse_empty_values(app);
@@ -158,7 +173,10 @@ inline int run_cli(CLI::App& app, int argc, char** argv, const std::string& prog
               << " --help)\n";
     return 2;
   } catch (const InputError& e) {
-    std::cerr << program << ": error: " << one_line(e.what()) << "\n";
+    const auto flag = e.where().file.empty() ? flag_of_field(app, e.field()) : "";
+    std::cerr << program << ": error: "
+              << one_line(flag.empty() ? e.what() : InputError({}, flag, e.problem()).what())
+              << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << program << ": internal error: " << one_line(e.what()) << "\n";

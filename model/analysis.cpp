@@ -5,9 +5,9 @@
 namespace dlsim::model {
 
 ModelStats analyze(const LayerGraph& graph, std::int64_t batch, Precision precision) {
-  if (batch <= 0) fail_at({}, "--batch", fmt::format("must be a positive integer, got {}", batch));
+  if (batch <= 0) fail_at({}, "batch", fmt::format("must be a positive integer, got {}", batch));
   if (batch > kMaxBatch) {
-    fail_at({}, "--batch", fmt::format("must be at most {}, got {}", kMaxBatch, batch));
+    fail_at({}, "batch", fmt::format("must be at most {}, got {}", kMaxBatch, batch));
   }
   const double n = static_cast<double>(batch);
   const double elem = element_size(precision).value();

@@ -280,7 +280,7 @@ LayerGraph load_yaml_model(const ConfigNode& file_root, const ParamOverrides& ov
   }
   for (const auto& [key, value] : overrides) {
     if (std::find(param_names.begin(), param_names.end(), key) == param_names.end()) {
-      fail_at({}, "--set",
+      fail_at({}, "set",
               fmt::format("model '{}' has no parameter '{}'{}{}", graph.name(), key,
                           did_you_mean(key, param_names),
                           param_names.empty()
@@ -347,7 +347,7 @@ LayerGraph load_yaml_model(const ConfigNode& file_root, const ParamOverrides& ov
     }
     std::vector<std::string> given;
     for (const auto& [key, value] : overrides) given.push_back(key + "=" + value);
-    fail_at({}, "--set",
+    fail_at({}, "set",
             fmt::format("{} does not fit model '{}': {}", fmt::join(given, " "), graph.name(),
                         e.what()));
   }
@@ -374,7 +374,7 @@ LayerGraph load_model(const std::string& name_or_path, const ParamOverrides& ove
         return load_yaml_model(ConfigNode::load_string(z.text, z.path), overrides);
       }
     }
-    fail_at({}, "--model",
+    fail_at({}, "model",
             fmt::format("unknown model '{}'{} (the zoo has: {}; or give a .yaml or .onnx file)",
                         name_or_path, did_you_mean(name_or_path, zoo_names()),
                         fmt::join(zoo_names(), ", ")));

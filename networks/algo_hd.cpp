@@ -88,7 +88,7 @@ class HalvingDoubling : public CollectiveAlgorithm {
     const bool pow2 = (n & (n - 1)) == 0;
     if (!pow2 && (req.op == CollectiveOp::kReduceScatter || req.op == CollectiveOp::kAllGather ||
                   req.op == CollectiveOp::kAllToAll)) {
-      fail_at({}, "--gpus",
+      fail_at({}, "gpus",
               fmt::format("hd {} needs a power-of-two number of ranks, got {}; use ring",
                           to_string(req.op), n));
     }

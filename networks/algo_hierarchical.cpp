@@ -92,7 +92,7 @@ class Hierarchical : public CollectiveAlgorithm {
     const int g = static_cast<int>(nodes.front().size());
     for (const auto& ranks : nodes) {
       if (static_cast<int>(ranks.size()) != g) {
-        fail_at({}, "--gpus",
+        fail_at({}, "gpus",
                 fmt::format("hierarchical allreduce needs the same number of GPUs on every node; "
                             "this job has {} on its first node and {} on another (use "
                             "--gpus-per-node)",

@@ -162,7 +162,7 @@ class Nccl : public CollectiveAlgorithm {
       }
       const bool rooted = req.op == CollectiveOp::kBroadcast || req.op == CollectiveOp::kReduce;
       if (rooted && (req.root < 0 || req.root >= n)) {
-        fail_at({}, "--root", fmt::format("rank {} is not in 0..{}", req.root, n - 1));
+        fail_at({}, "root", fmt::format("rank {} is not in 0..{}", req.root, n - 1));
       }
       for (std::size_t c = 0; c < g.rings.size(); ++c) {
         auto order = g.rings[c];

@@ -166,9 +166,9 @@ constexpr int kMaxColocatedServersPerNode = 64;
 std::vector<PsServer> ps_servers(const CollectiveRequest& req, const Communicator& comm) {
   const auto& ps = req.ps;
   const auto& topo = *comm.topo;
-  if (ps.servers < 1) fail_at({}, "--ps-servers", "must be at least 1");
+  if (ps.servers < 1) fail_at({}, "ps_servers", "must be at least 1");
   if (!ps.colocated && static_cast<int>(comm.server_slots.size()) < ps.servers) {
-    fail_at({}, "--ps-servers",
+    fail_at({}, "ps_servers",
             fmt::format("{} dedicated servers need {} free nodes, but the cluster has {} left "
                         "after the workers' (or use colocated servers)",
                         ps.servers, ps.servers, comm.server_slots.size()));
@@ -177,7 +177,7 @@ std::vector<PsServer> ps_servers(const CollectiveRequest& req, const Communicato
   const auto nodes = ps.colocated ? comm.ranks_by_node() : std::vector<std::vector<int>>{};
   const int worker_nodes = static_cast<int>(nodes.size());
   if (ps.colocated && ps.servers > kMaxColocatedServersPerNode * worker_nodes) {
-    fail_at({}, "--ps-servers",
+    fail_at({}, "ps_servers",
             fmt::format("{} colocated servers on {} worker node(s): at most {} per node",
                         ps.servers, worker_nodes, kMaxColocatedServersPerNode));
   }
@@ -236,7 +236,7 @@ std::vector<double> ps_shard_bytes(const PsOptions& ps, double bytes) {
     std::sort(tensors.begin(), tensors.end(), std::greater<>());
     for (double t : tensors) *std::min_element(out.begin(), out.end()) += t;
   } else {
-    fail_at({}, "--ps-sharding",
+    fail_at({}, "ps_sharding",
             fmt::format("unknown sharding '{}' (split, round_robin, greedy)", ps.sharding));
   }
   return out;

@@ -106,7 +106,7 @@ CollectiveResult run_collective(const CollectiveRequest& req, const Communicator
                         to_string(req.op), comm.library->about.name,
                         fmt::join(algorithms_for(req.op, *comm.library), ", ")));
   }
-  if (req.size.value() < 0) fail_at({}, "--bytes", "must not be negative");
+  if (req.size.value() < 0) fail_at({}, "bytes", "must not be negative");
   CollectiveResult r;
   r.cost = algo->cost(req, comm);
   const auto schedule = algo->schedule(req, comm);

@@ -49,9 +49,9 @@ const std::string& hostname(const hardware::ClusterSpec& c, int index) {
 }
 
 Placement place(const hardware::ClusterSpec& cluster, const PlacementRequest& req) {
-  if (req.gpus < 1) fail_at({}, "--gpus", fmt::format("must be at least 1, got {}", req.gpus));
+  if (req.gpus < 1) fail_at({}, "gpus", fmt::format("must be at least 1, got {}", req.gpus));
   if (req.gpus_per_node && *req.gpus_per_node < 1) {
-    fail_at({}, "--gpus-per-node", fmt::format("must be at least 1, got {}", *req.gpus_per_node));
+    fail_at({}, "gpus_per_node", fmt::format("must be at least 1, got {}", *req.gpus_per_node));
   }
   std::vector<int> candidates;
   if (req.nodelist.empty()) {
@@ -61,7 +61,7 @@ Placement place(const hardware::ClusterSpec& cluster, const PlacementRequest& re
     try {
       hosts = expand_hostlist(req.nodelist);
     } catch (const std::invalid_argument& e) {
-      fail_at({}, "--nodelist", e.what());
+      fail_at({}, "nodelist", e.what());
     }
     std::map<std::string, int> index;
     std::vector<std::string> all;
@@ -72,12 +72,12 @@ Placement place(const hardware::ClusterSpec& cluster, const PlacementRequest& re
     for (const auto& h : hosts) {
       const auto it = index.find(h);
       if (it == index.end()) {
-        fail_at({}, "--nodelist",
+        fail_at({}, "nodelist",
                 fmt::format("host '{}' is not in cluster '{}' ({} .. {}){}", h, cluster.about.name,
                             all.front(), all.back(), did_you_mean(h, all)));
       }
       if (std::find(candidates.begin(), candidates.end(), it->second) != candidates.end()) {
-        fail_at({}, "--nodelist", fmt::format("host '{}' is listed twice", h));
+        fail_at({}, "nodelist", fmt::format("host '{}' is listed twice", h));
       }
       candidates.push_back(it->second);
     }
@@ -88,7 +88,7 @@ Placement place(const hardware::ClusterSpec& cluster, const PlacementRequest& re
     if (left == 0) break;
     const int has = node_spec(cluster, node).gpus;
     if (req.gpus_per_node && *req.gpus_per_node > has) {
-      fail_at({}, "--gpus-per-node",
+      fail_at({}, "gpus_per_node",
               fmt::format("{} GPUs per node, but node '{}' has {}", *req.gpus_per_node,
                           hostname(cluster, node), has));
     }
@@ -105,7 +105,7 @@ Placement place(const hardware::ClusterSpec& cluster, const PlacementRequest& re
                         req.gpus_per_node.value_or(node_spec(cluster, node).gpus));
     }
     fail_at(
-        {}, "--gpus",
+        {}, "gpus",
         fmt::format("{} GPUs requested, but {} {} at most {}{}", req.gpus,
                     req.nodelist.empty() ? "cluster '" + cluster.about.name + "'"
                                          : "node list '" + req.nodelist + "'",

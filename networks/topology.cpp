@@ -210,7 +210,7 @@ Topology::Topology(const hardware::ClusterSpec& cluster, std::vector<int> cluste
     auto& t = made[&spec];
     if (!t) {
       if (rails > spec.nics || rails < 0) {
-        fail_at({}, "--rails",
+        fail_at({}, "rails",
                 fmt::format("{} rails, but node '{}' has {} NIC{}", rails, spec.about.name,
                             spec.nics, spec.nics == 1 ? "" : "s"));
       }

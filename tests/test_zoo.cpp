@@ -116,7 +116,7 @@ TEST_CASE("sequence_length_is_a_model_parameter") {
                        doctest::Contains("exceeds the 1024 positions"), InputError);
   // The error names the user's value first: the model loads without it.
   CHECK_THROWS_WITH_AS(load_model("gpt2", {{"seq_len", "2048"}}),
-                       doctest::Contains("--set: seq_len=2048 does not fit model 'gpt2': "),
+                       doctest::Contains("set: seq_len=2048 does not fit model 'gpt2': "),
                        InputError);
   CHECK_THROWS_WITH_AS(load_model("bert_base", {{"seq_len", "0"}}),
                        doctest::Contains("dimensions must be positive, got 0"), InputError);
