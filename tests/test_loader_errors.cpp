@@ -146,8 +146,8 @@ layers:
 
 TEST_CASE("a_negative_or_zero_batch_is_rejected") {
   const auto g = load_model("alexnet");
-  CHECK_THROWS_WITH_AS(analyze(g, 0, Precision::kFp32),
-                       "batch: must be a positive integer, got 0", InputError);
+  CHECK_THROWS_WITH_AS(analyze(g, 0, Precision::kFp32), "batch: must be a positive integer, got 0",
+                       InputError);
   CHECK_THROWS_AS(analyze(g, -4, Precision::kFp32), InputError);
 }
 
