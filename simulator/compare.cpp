@@ -73,7 +73,7 @@ PredictOptions scheme_options(const PredictOptions& base, const std::string& sch
   if (with_fp16(scheme)) {
     auto o = scheme_options(base, scheme.substr(0, scheme.size() - kFp16Suffix.size()));
     if (!offers_compression(o.framework)) {
-      fail_at({}, "--strategy",
+      fail_at({}, "strategy",
               fmt::format("'{}': {} has no fp16 gradient compression (horovod, keras, byteps and "
                           "pytorch-ddp have)",
                           scheme, o.framework));
@@ -225,12 +225,12 @@ constexpr int kCrossoverReach = 8;
 
 Comparison compare(const CompareOptions& options) {
   if (options.schemes.empty()) {
-    fail_at({}, "--strategy", "expected a list such as ring,tree,byteps");
+    fail_at({}, "strategy", "expected a list such as ring,tree,byteps");
   }
   std::set<std::string> seen;
   for (const auto& s : options.schemes) {
-    if (s.empty()) fail_at({}, "--strategy", "an empty name in the list");
-    if (!seen.insert(s).second) fail_at({}, "--strategy", fmt::format("'{}' given twice", s));
+    if (s.empty()) fail_at({}, "strategy", "an empty name in the list");
+    if (!seen.insert(s).second) fail_at({}, "strategy", fmt::format("'{}' given twice", s));
   }
   // The model and the cluster are read once for every scheme and GPU count, and once per
   // network of the network search.
@@ -248,7 +248,7 @@ Comparison compare(const CompareOptions& options) {
     }
   }
   if (c.results.empty()) {
-    fail_at({}, "--strategy",
+    fail_at({}, "strategy",
             fmt::format("none of the schemes can run here ({})", fmt::join(c.skipped, "; ")));
   }
   // One contender per distinct job: `first[k]` is contender k's first result (whose scheme

@@ -272,7 +272,7 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
   if (options.anchor_throughput) {
     const double x = *options.anchor_throughput;
     if (!(x > 0)) {
-      fail_at({}, "--anchor-throughput", fmt::format("must be positive, got {}", x));
+      fail_at({}, "anchor_throughput", fmt::format("must be positive, got {}", x));
     }
     p.scale = (static_cast<double>(stats.batch) / x) / p.step().value();
     for (auto& t : p.layers) {

@@ -16,7 +16,7 @@ CollectivePlanner::CollectivePlanner(const StepSetup& setup)
     : setup_(setup),
       algorithm_(networks::collective_algorithms().at(setup.resolved.strategy).make()) {
   if (!algorithm_->supports(networks::CollectiveOp::kAllReduce, setup.cluster->library)) {
-    fail_at({}, "--strategy",
+    fail_at({}, "strategy",
             fmt::format("'{}' cannot allreduce with {}; strategies that can: {}",
                         setup.resolved.strategy, setup.cluster->library.about.name,
                         fmt::join(networks::algorithms_for(networks::CollectiveOp::kAllReduce,
@@ -25,7 +25,7 @@ CollectivePlanner::CollectivePlanner(const StepSetup& setup)
   }
   shared_ = shared_cores(setup);
   if (setup.resolved.params.host_staging && setup.cluster->library.nccl()) {
-    fail_at({}, "--host-staging",
+    fail_at({}, "host_staging",
             "Horovod allreduces in host memory with MPI, not NCCL: give --library mpi");
   }
 }

@@ -75,8 +75,8 @@ bool compresses_fp16(const ResolvedPolicy& p) {
   return p.params.compression == GradientCompression::kFp16;
 }
 
-void refuse(bool given, const std::string& flag, const std::string& framework) {
-  if (given) fail_at({}, flag, "does not apply to framework '" + framework + "'");
+void refuse(bool given, const std::string& field, const std::string& framework) {
+  if (given) fail_at({}, field, "does not apply to framework '" + framework + "'");
 }
 
 }  // namespace dlsim::simulator

@@ -181,8 +181,8 @@ void apply_compression(const FrameworkOptions& options, ResolvedPolicy& p, bool 
 // Whether a resolved policy casts the gradients to fp16 for the exchange.
 bool compresses_fp16(const ResolvedPolicy& p);
 
-// Shared by policies: rejects an option the policy does not take.
-void refuse(bool given, const std::string& flag, const std::string& framework);
+// Shared by policies: rejects an option (its field, e.g. "bucket_cap") the policy does not take.
+void refuse(bool given, const std::string& field, const std::string& framework);
 
 // BytePS's default key hash (BytePSGlobal::Hash_DJB2, byteps/common/global.cc): djb2 over the
 // key's decimal digits, h = 33 h + c from h = 5381, modulo 2^64. A key goes to server

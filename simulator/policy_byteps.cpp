@@ -27,17 +27,17 @@ class Byteps : public FrameworkPolicy {
   ResolvedPolicy resolve(const FrameworkOptions& o, const std::optional<std::string>& strategy,
                          const JobInfo& job) const override {
     const std::string name = "byteps";
-    refuse(o.fusion_threshold.has_value(), "--fusion-threshold", name);
-    refuse(o.cycle_time.has_value(), "--cycle-time", name);
-    refuse(o.negotiation.has_value(), "--negotiation", name);
-    refuse(o.cache_capacity.has_value(), "--cache-capacity", name);
-    refuse(o.bucket_cap.has_value(), "--bucket-cap", name);
-    refuse(o.first_bucket.has_value(), "--first-bucket", name);
-    refuse(o.mode.has_value(), "--mode", name);
-    refuse(o.ps_on_gpu.has_value(), "--ps-device", name);
-    refuse(o.host_staging, "--host-staging", name);
+    refuse(o.fusion_threshold.has_value(), "fusion_threshold", name);
+    refuse(o.cycle_time.has_value(), "cycle_time", name);
+    refuse(o.negotiation.has_value(), "negotiation", name);
+    refuse(o.cache_capacity.has_value(), "cache_capacity", name);
+    refuse(o.bucket_cap.has_value(), "bucket_cap", name);
+    refuse(o.first_bucket.has_value(), "first_bucket", name);
+    refuse(o.mode.has_value(), "mode", name);
+    refuse(o.ps_on_gpu.has_value(), "ps_device", name);
+    refuse(o.host_staging, "host_staging", name);
     if (strategy && *strategy != "ps") {
-      fail_at({}, "--strategy",
+      fail_at({}, "strategy",
               fmt::format("byteps exchanges through parameter servers only, not '{}'", *strategy));
     }
     ResolvedPolicy p;
@@ -51,7 +51,7 @@ class Byteps : public FrameworkPolicy {
       const double count = std::ceil(job.gradient_bytes[t] / partition);
       if (count > static_cast<double>(kMaxPartitionsPerTensor)) {
         fail_at(
-            {}, "--partition",
+            {}, "partition",
             fmt::format("{:.0f} B cuts gradient '{}' ({:.0f} B) into {:.0f} partitions; a "
                         "BytePS key holds at most {} per tensor (key = tensor << 16 | "
                         "partition), so the partition must be at least {:.0f} B",
@@ -64,8 +64,8 @@ class Byteps : public FrameworkPolicy {
     if (job.nodes == 1) {
       // One worker machine is not distributed: BytePS sums each partition with NCCL inside the
       // node and never contacts a server (BytePSGlobal::IsDistributed() is false).
-      refuse(o.ps_servers.has_value(), "--ps-servers", "byteps on one node (no servers used)");
-      refuse(o.ps_colocated.has_value(), "--ps-placement", "byteps on one node (no servers used)");
+      refuse(o.ps_servers.has_value(), "ps_servers", "byteps on one node (no servers used)");
+      refuse(o.ps_colocated.has_value(), "ps_placement", "byteps on one node (no servers used)");
       p.strategy = "auto";
       p.description = fmt::format(
           "byteps on one node: partitions of {:.0f} B summed with the library's allreduce "

@@ -125,21 +125,21 @@ class Horovod : public FrameworkPolicy {
 
   ResolvedPolicy resolve(const FrameworkOptions& o, const std::optional<std::string>& strategy,
                          const JobInfo&) const override {
-    refuse(o.bucket_cap.has_value(), "--bucket-cap", name_);
-    refuse(o.first_bucket.has_value(), "--first-bucket", name_);
-    refuse(o.mode.has_value(), "--mode", name_);
-    refuse(o.partition_bytes.has_value(), "--partition", name_);
+    refuse(o.bucket_cap.has_value(), "bucket_cap", name_);
+    refuse(o.first_bucket.has_value(), "first_bucket", name_);
+    refuse(o.mode.has_value(), "mode", name_);
+    refuse(o.partition_bytes.has_value(), "partition", name_);
     ResolvedPolicy p;
     p.strategy = strategy.value_or("auto");
     p.ps = ps_options(o, 1);
     const Bytes threshold = o.fusion_threshold.value_or(Bytes(128 * kMiB));
     const Seconds cycle = o.cycle_time.value_or(Seconds(1e-3));
-    if (cycle.value() < 0) fail_at({}, "--cycle-time", "must be zero or positive");
+    if (cycle.value() < 0) fail_at({}, "cycle_time", "must be zero or positive");
     // HOROVOD_CACHE_CAPACITY (horovod/common/global_state.h: 1024); 0 turns the cache off.
     const int capacity = o.cache_capacity.value_or(1024);
-    if (capacity < 0) fail_at({}, "--cache-capacity", "must be zero or positive");
+    if (capacity < 0) fail_at({}, "cache_capacity", "must be zero or positive");
     if (capacity == 0 && o.negotiation == Negotiation::kCache) {
-      fail_at({}, "--cache-capacity", "0 turns the response cache off: --negotiation gather");
+      fail_at({}, "cache_capacity", "0 turns the response cache off: --negotiation gather");
     }
     p.params.negotiation =
         capacity == 0 ? Negotiation::kGather : o.negotiation.value_or(Negotiation::kCache);

@@ -18,31 +18,30 @@ class MxnetKvstore : public FrameworkPolicy {
   ResolvedPolicy resolve(const FrameworkOptions& o, const std::optional<std::string>& strategy,
                          const JobInfo& job) const override {
     const std::string name = "mxnet-kvstore";
-    refuse(o.fusion_threshold.has_value(), "--fusion-threshold", name);
-    refuse(o.cycle_time.has_value(), "--cycle-time", name);
-    refuse(o.negotiation.has_value(), "--negotiation", name);
-    refuse(o.cache_capacity.has_value(), "--cache-capacity", name);
-    refuse(o.compression.has_value(), "--compression", name);
-    refuse(o.bucket_cap.has_value(), "--bucket-cap", name);
-    refuse(o.first_bucket.has_value(), "--first-bucket", name);
-    refuse(o.partition_bytes.has_value(), "--partition", name);
-    refuse(o.xla, "--xla", name);
-    refuse(o.host_staging, "--host-staging", name);
+    refuse(o.fusion_threshold.has_value(), "fusion_threshold", name);
+    refuse(o.cycle_time.has_value(), "cycle_time", name);
+    refuse(o.negotiation.has_value(), "negotiation", name);
+    refuse(o.cache_capacity.has_value(), "cache_capacity", name);
+    refuse(o.compression.has_value(), "compression", name);
+    refuse(o.bucket_cap.has_value(), "bucket_cap", name);
+    refuse(o.first_bucket.has_value(), "first_bucket", name);
+    refuse(o.partition_bytes.has_value(), "partition", name);
+    refuse(o.xla, "xla", name);
+    refuse(o.host_staging, "host_staging", name);
     ResolvedPolicy p;
     p.params.mode = o.mode.value_or(job.nodes > 1 ? "dist_sync" : "device");
     const auto& mode = *p.params.mode;
     if (mode != "device" && mode != "dist_sync") {
-      fail_at({}, "--mode",
-              fmt::format("unknown mxnet-kvstore mode '{}' (device, dist_sync)", mode));
+      fail_at({}, "mode", fmt::format("unknown mxnet-kvstore mode '{}' (device, dist_sync)", mode));
     }
     if (mode == "device" && job.nodes > 1) {
-      fail_at({}, "--mode",
+      fail_at({}, "mode",
               fmt::format("kvstore 'device' runs inside one node, but the job spans {} nodes "
                           "(use dist_sync)",
                           job.nodes));
     }
     if (mode == "device") {
-      refuse(o.ps_servers.has_value(), "--ps-servers", "mxnet-kvstore device");
+      refuse(o.ps_servers.has_value(), "ps_servers", "mxnet-kvstore device");
       p.strategy = strategy.value_or("auto");
     } else {
       p.strategy = strategy.value_or("ps");

@@ -76,21 +76,21 @@ class PytorchDdp : public FrameworkPolicy {
   ResolvedPolicy resolve(const FrameworkOptions& o, const std::optional<std::string>& strategy,
                          const JobInfo&) const override {
     const std::string name = "pytorch-ddp";
-    refuse(o.fusion_threshold.has_value(), "--fusion-threshold", name);
-    refuse(o.cycle_time.has_value(), "--cycle-time", name);
-    refuse(o.negotiation.has_value(), "--negotiation", name);
-    refuse(o.cache_capacity.has_value(), "--cache-capacity", name);
-    refuse(o.mode.has_value(), "--mode", name);
-    refuse(o.partition_bytes.has_value(), "--partition", name);
-    refuse(o.xla, "--xla", name);
-    refuse(o.host_staging, "--host-staging", name);
+    refuse(o.fusion_threshold.has_value(), "fusion_threshold", name);
+    refuse(o.cycle_time.has_value(), "cycle_time", name);
+    refuse(o.negotiation.has_value(), "negotiation", name);
+    refuse(o.cache_capacity.has_value(), "cache_capacity", name);
+    refuse(o.mode.has_value(), "mode", name);
+    refuse(o.partition_bytes.has_value(), "partition", name);
+    refuse(o.xla, "xla", name);
+    refuse(o.host_staging, "host_staging", name);
     ResolvedPolicy p;
     p.strategy = strategy.value_or("auto");
     p.ps = ps_options(o, 1);
     p.params.bucket_cap = o.bucket_cap.value_or(Bytes(25 * kMiB));
     p.params.first_bucket = o.first_bucket.value_or(Bytes(1 * kMiB));
-    if (p.params.bucket_cap->value() <= 0) fail_at({}, "--bucket-cap", "must be positive");
-    if (p.params.first_bucket->value() <= 0) fail_at({}, "--first-bucket", "must be positive");
+    if (p.params.bucket_cap->value() <= 0) fail_at({}, "bucket_cap", "must be positive");
+    if (p.params.first_bucket->value() <= 0) fail_at({}, "first_bucket", "must be positive");
     p.settings["bucket_cap"] = format_bytes(*p.params.bucket_cap);
     p.settings["first_bucket"] = format_bytes(*p.params.first_bucket);
     p.description = fmt::format("pytorch-ddp: buckets of {} (first {}), {} allreduce in order",

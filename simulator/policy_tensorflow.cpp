@@ -46,20 +46,20 @@ class TfParameterServer : public FrameworkPolicy {
   ResolvedPolicy resolve(const FrameworkOptions& o, const std::optional<std::string>& strategy,
                          const JobInfo& job) const override {
     const std::string name = "tf-ps";
-    refuse(o.fusion_threshold.has_value(), "--fusion-threshold", name);
-    refuse(o.cycle_time.has_value(), "--cycle-time", name);
-    refuse(o.negotiation.has_value(), "--negotiation", name);
-    refuse(o.cache_capacity.has_value(), "--cache-capacity", name);
-    refuse(o.compression.has_value(), "--compression", name);
-    refuse(o.bucket_cap.has_value(), "--bucket-cap", name);
-    refuse(o.first_bucket.has_value(), "--first-bucket", name);
-    refuse(o.partition_bytes.has_value(), "--partition", name);
-    refuse(o.xla, "--xla", name);
-    refuse(o.host_staging, "--host-staging", name);
+    refuse(o.fusion_threshold.has_value(), "fusion_threshold", name);
+    refuse(o.cycle_time.has_value(), "cycle_time", name);
+    refuse(o.negotiation.has_value(), "negotiation", name);
+    refuse(o.cache_capacity.has_value(), "cache_capacity", name);
+    refuse(o.compression.has_value(), "compression", name);
+    refuse(o.bucket_cap.has_value(), "bucket_cap", name);
+    refuse(o.first_bucket.has_value(), "first_bucket", name);
+    refuse(o.partition_bytes.has_value(), "partition", name);
+    refuse(o.xla, "xla", name);
+    refuse(o.host_staging, "host_staging", name);
     ResolvedPolicy p;
     p.params.mode = o.mode.value_or("parameter_server");
     if (*p.params.mode != "parameter_server" && *p.params.mode != "distributed_replicated") {
-      fail_at({}, "--mode",
+      fail_at({}, "mode",
               fmt::format("unknown tf-ps mode '{}' (parameter_server, distributed_replicated)",
                           *p.params.mode));
     }
@@ -125,18 +125,18 @@ class TfReplicated : public FrameworkPolicy {
   ResolvedPolicy resolve(const FrameworkOptions& o, const std::optional<std::string>& strategy,
                          const JobInfo& job) const override {
     const std::string name = "tf-replicated";
-    refuse(o.fusion_threshold.has_value(), "--fusion-threshold", name);
-    refuse(o.cycle_time.has_value(), "--cycle-time", name);
-    refuse(o.negotiation.has_value(), "--negotiation", name);
-    refuse(o.cache_capacity.has_value(), "--cache-capacity", name);
-    refuse(o.compression.has_value(), "--compression", name);
-    refuse(o.bucket_cap.has_value(), "--bucket-cap", name);
-    refuse(o.first_bucket.has_value(), "--first-bucket", name);
-    refuse(o.partition_bytes.has_value(), "--partition", name);
-    refuse(o.xla, "--xla", name);
-    refuse(o.host_staging, "--host-staging", name);
+    refuse(o.fusion_threshold.has_value(), "fusion_threshold", name);
+    refuse(o.cycle_time.has_value(), "cycle_time", name);
+    refuse(o.negotiation.has_value(), "negotiation", name);
+    refuse(o.cache_capacity.has_value(), "cache_capacity", name);
+    refuse(o.compression.has_value(), "compression", name);
+    refuse(o.bucket_cap.has_value(), "bucket_cap", name);
+    refuse(o.first_bucket.has_value(), "first_bucket", name);
+    refuse(o.partition_bytes.has_value(), "partition", name);
+    refuse(o.xla, "xla", name);
+    refuse(o.host_staging, "host_staging", name);
     if (job.nodes > 1) {
-      fail_at({}, "--framework",
+      fail_at({}, "framework",
               fmt::format("tf-replicated runs inside one node, but the job spans {} nodes "
                           "(use tf-ps with --mode distributed_replicated, or horovod)",
                           job.nodes));
@@ -144,7 +144,7 @@ class TfReplicated : public FrameworkPolicy {
     ResolvedPolicy p;
     p.params.mode = o.mode.value_or("nccl");
     if (*p.params.mode != "nccl" && *p.params.mode != "copy") {
-      fail_at({}, "--mode",
+      fail_at({}, "mode",
               fmt::format("unknown tf-replicated mode '{}' (nccl, copy)", *p.params.mode));
     }
     p.settings["mode"] = *p.params.mode;
@@ -152,9 +152,9 @@ class TfReplicated : public FrameworkPolicy {
       // --use_nccl=false: variable i's gradients are summed on GPU i mod g by copies and the
       // sum copied back to every GPU (aggregate_gradients_using_copy_with_device_selection):
       // a parameter server per GPU.
-      refuse(o.ps_servers.has_value(), "--ps-servers", "tf-replicated copy");
-      refuse(o.ps_on_gpu.has_value(), "--ps-device", "tf-replicated copy");
-      refuse(o.ps_colocated.has_value(), "--ps-placement", "tf-replicated copy");
+      refuse(o.ps_servers.has_value(), "ps_servers", "tf-replicated copy");
+      refuse(o.ps_on_gpu.has_value(), "ps_device", "tf-replicated copy");
+      refuse(o.ps_colocated.has_value(), "ps_placement", "tf-replicated copy");
       p.strategy = strategy.value_or("ps");
       p.ps.servers = job.gpus;
       p.ps.colocated = true;

@@ -204,27 +204,27 @@ namespace {
 
 // What the options alone can tell, before any file is read.
 void check_options(const PredictOptions& o) {
-  if (o.gpus < 1) fail_at({}, "--gpus", fmt::format("must be at least 1, got {}", o.gpus));
+  if (o.gpus < 1) fail_at({}, "gpus", fmt::format("must be at least 1, got {}", o.gpus));
   if (o.iterations < 1) {
-    fail_at({}, "--iterations", fmt::format("must be at least 1, got {}", o.iterations));
+    fail_at({}, "iterations", fmt::format("must be at least 1, got {}", o.iterations));
   }
   if (o.batch && (*o.batch < 1 || *o.batch > kMaxBatch)) {
-    fail_at({}, "--batch", fmt::format("must be in 1..{}, got {}", kMaxBatch, *o.batch));
+    fail_at({}, "batch", fmt::format("must be in 1..{}, got {}", kMaxBatch, *o.batch));
   }
   if (o.anchor_throughput &&
       !(*o.anchor_throughput > 0 && *o.anchor_throughput <= kMaxAnchorThroughput)) {
-    fail_at({}, "--anchor-throughput",
+    fail_at({}, "anchor_throughput",
             fmt::format("must be positive samples/s, at most {:g}, got {}", kMaxAnchorThroughput,
                         *o.anchor_throughput));
   }
   for (const auto& [rank, speed] : o.gpu_speed) {
     if (rank < 0 || rank >= o.gpus) {
-      fail_at({}, "--gpu-speed",
+      fail_at({}, "gpu_speed",
               fmt::format("rank {} is not in a job of {} GPU(s) (ranks 0..{})", rank, o.gpus,
                           o.gpus - 1));
     }
     if (!(speed > 0 && speed <= kMaxGpuSpeed)) {
-      fail_at({}, "--gpu-speed",
+      fail_at({}, "gpu_speed",
               fmt::format("rank {}'s speed must be in (0, {:g}] of its profile's, got {}", rank,
                           kMaxGpuSpeed, speed));
     }
@@ -238,9 +238,9 @@ void check_options(const PredictOptions& o) {
 PredictInputs load_inputs(const PredictOptions& o) {
   check_options(o);
   auto graph = model::load_model(o.model, o.model_params);
-  hardware::check_reference(o.cluster, "cluster", "--cluster");
-  if (o.library) hardware::check_reference(*o.library, "library", "--library");
-  if (o.network) hardware::check_reference(*o.network, "network", "--network");
+  hardware::check_reference(o.cluster, "cluster", "cluster");
+  if (o.library) hardware::check_reference(*o.library, "library", "library");
+  if (o.network) hardware::check_reference(*o.network, "network", "network");
   auto cluster = hardware::load_cluster(o.cluster, o.library, o.network);
   return PredictInputs{std::move(graph), std::move(cluster), o.model,  o.cluster,
                        o.model_params,   o.library,          o.network};
@@ -325,7 +325,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
     const auto m2 = memory_at(graph, 2, copt, buffers);
     const double per_sample = (m2.total() - m1.total()).value();
     if (m1.total() > capacity) {
-      fail_at({}, "--batch",
+      fail_at({}, "batch",
               fmt::format("even batch 1 needs {} per GPU, more than the {} of a {}",
                           format_bytes(m1.total()), format_bytes(capacity), node0.gpu.about.name));
     }
@@ -340,7 +340,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   if (!node0.gpu.kernels.empty()) model::add_signatures(stats, graph);
   const auto memory = memory_use(stats, copt, buffers);
   if (memory.total() > capacity) {
-    fail_at({}, "--batch",
+    fail_at({}, "batch",
             fmt::format("batch {} needs {} per GPU (activations {}), more than the {} of a {}; "
                         "use a smaller --batch or --batch max",
                         batch, format_bytes(memory.total()), format_bytes(memory.activations),

@@ -179,7 +179,7 @@ expect_failure "'cases[0].predict.partition': must be positive" --data "$tp" \
   --cases "$fx/bad_partition.yaml"
 expect_failure "'cases[0].predict.xla': expected true or false, got 'yes please'" --data "$tp" \
   --cases "$fx/bad_xla.yaml"
-expect_failure "case 'resnet50': 1 GPUs: --xla: does not apply to framework 'pytorch-ddp'" \
+expect_failure "case 'resnet50': 1 GPUs: xla: does not apply to framework 'pytorch-ddp'" \
   --data "$tp" --cases "$fx/xla_pytorch.yaml"
 expect_failure "--max-median-error: must be a finite number in [0, 1e+06], got '-1'" --data "$tp" --cases "$tf" --max-median-error -1
 expect_failure "--max-p90-error: must be a finite number in [0, 1e+06], got 'nan'" --data "$tp" --cases "$tf" --max-p90-error nan

@@ -361,7 +361,7 @@ TEST_CASE("horovod_with_a_cycle_time_of_zero_negotiates_each_tensor_as_it_is_rea
   }
   auto o = options("resnet50", 16);
   o.framework_options.cycle_time = Seconds(-1e-3);
-  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--cycle-time"), dlsim::InputError);
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("cycle_time"), dlsim::InputError);
 }
 
 TEST_CASE("horovod_without_the_response_cache_negotiates_through_rank_0") {
@@ -428,12 +428,12 @@ TEST_CASE("horovod_without_the_response_cache_negotiates_through_rank_0") {
   CHECK(off.seconds.front() == dlsim_test::approx(want).epsilon(1e-9));
   CHECK(uncached.policy_settings.at("negotiation") == "gather");
   o.framework_options.negotiation = sim::Negotiation::kCache;
-  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--cache-capacity"), dlsim::InputError);
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("cache_capacity"), dlsim::InputError);
   o.framework_options.negotiation.reset();
   o.framework_options.cache_capacity.reset();
   sim::FrameworkFlags flags;
   flags.negotiation = "p2p";
-  CHECK_THROWS_WITH_AS(sim::parse_framework_flags(flags), doctest::Contains("--negotiation"),
+  CHECK_THROWS_WITH_AS(sim::parse_framework_flags(flags), doctest::Contains("negotiation"),
                        dlsim::InputError);
 }
 
@@ -486,11 +486,11 @@ TEST_CASE("fp16_compression_halves_the_bytes_on_the_wire_and_casts_on_the_comput
   o.gpus = 16;
   sim::FrameworkFlags flags;
   flags.compression = "fp8";
-  CHECK_THROWS_WITH_AS(sim::parse_framework_flags(flags), doctest::Contains("--compression"),
+  CHECK_THROWS_WITH_AS(sim::parse_framework_flags(flags), doctest::Contains("compression"),
                        dlsim::InputError);
   o.framework_options.compression = sim::GradientCompression::kFp16;
   o.framework = "mxnet-kvstore";
-  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--compression"), dlsim::InputError);
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("compression"), dlsim::InputError);
 }
 
 TEST_CASE("ddp_fp16_compress_hook_casts_each_bucket_on_the_compute_stream") {
@@ -553,7 +553,7 @@ TEST_CASE("a_scheme_with_fp16_is_the_same_scheme_with_fp16_compression") {
         dlsim_test::approx(r.results[0].prediction.gradient_bytes / 2));
   CHECK(r.contender[0] != r.contender[1]);
   c.schemes = {"auto", "tf-ps+fp16"};
-  CHECK_THROWS_WITH_AS(sim::compare(c), doctest::Contains("--strategy"), dlsim::InputError);
+  CHECK_THROWS_WITH_AS(sim::compare(c), doctest::Contains("strategy"), dlsim::InputError);
 }
 
 TEST_CASE("compare_keeps_the_training_scripts_compression_for_byteps") {
@@ -701,7 +701,7 @@ TEST_CASE("under_xla_horovod_and_byteps_exchange_after_the_backward_pass") {
     auto o = options("resnet50", 8);
     o.framework = framework;
     o.framework_options.xla = true;
-    CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--xla"), dlsim::InputError);
+    CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("xla"), dlsim::InputError);
   }
 }
 
@@ -732,9 +732,9 @@ TEST_CASE("horovod_with_host_staging_copies_every_buffer_through_the_nodes_pcie"
   CHECK(steps[0] == dlsim_test::approx(steps[1]).epsilon(0.01));
   auto o = options("vgg16", 16);
   o.framework_options.host_staging = true;  // with NCCL
-  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--host-staging"), dlsim::InputError);
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("host_staging"), dlsim::InputError);
   o.framework = "pytorch-ddp";
-  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--host-staging"), dlsim::InputError);
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("host_staging"), dlsim::InputError);
 }
 
 TEST_CASE("the_same_seed_gives_byte_identical_json_and_another_seed_other_stragglers") {
@@ -853,10 +853,10 @@ TEST_CASE("a_gpu_known_to_be_slow_sets_the_step_and_the_baseline_stays_the_profi
   }
   auto o = options("resnet50", 8);
   o.gpu_speed = {{8, 0.5}};
-  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--gpu-speed: rank 8 is not in a job"),
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("gpu_speed: rank 8 is not in a job"),
                        dlsim::InputError);
   o.gpu_speed = {{1, 0.0}};
-  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--gpu-speed"), dlsim::InputError);
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("gpu_speed"), dlsim::InputError);
 }
 
 TEST_CASE("des_and_analytic_agree_where_a_pcie_nodes_nic_shares_its_gpus_uplink") {
@@ -887,7 +887,7 @@ TEST_CASE("bad_framework_inputs_name_the_flag") {
                        dlsim::InputError);
   o.framework = "pytorch-ddp";
   o.framework_options.cycle_time = Seconds(1e-3);
-  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("--cycle-time"), dlsim::InputError);
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("cycle_time"), dlsim::InputError);
   o = options("resnet50", 0);
   CHECK_THROWS_AS(sim::predict(o), dlsim::InputError);
   o = options("resnet50", 65);
