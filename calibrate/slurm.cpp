@@ -126,11 +126,11 @@ std::string comment_safe(std::string_view text) {
   return out;
 }
 
-void check_sbatch_value(const char* flag, const std::string& value, std::string_view extra,
+void check_sbatch_value(const char* field, const std::string& value, std::string_view extra,
                         const char* what) {
-  if (value.empty()) fail_at({}, flag, "must not be empty");
+  if (value.empty()) fail_at({}, field, "must not be empty");
   if (!all_of_chars(value, extra)) {
-    fail_at({}, flag,
+    fail_at({}, field,
             fmt::format("'{}' is not a valid {}: use letters, digits and {}", comment_safe(value),
                         what, extra));
   }
@@ -140,82 +140,81 @@ void check_sbatch_value(const char* flag, const std::string& value, std::string_
 // optional "%K" (at most K tasks at once). A range that counts down or a step of 0 is empty or
 // endless for Slurm, and an error here.
 void check_array(const std::string& spec) {
-  check_sbatch_value("--array", spec, ",-:%", "job array range");
+  check_sbatch_value("array", spec, ",-:%", "job array range");
   static const std::regex item(R"(^(\d{1,9})(?:-(\d{1,9})(?::(\d{1,9}))?)?$)");
   const auto percent = spec.find('%');
   const std::string ranges = spec.substr(0, percent);
   if (percent != std::string::npos &&
       !std::regex_match(spec.substr(percent + 1), std::regex(R"(^[1-9]\d{0,8}$)"))) {
-    fail_at({}, "--array", fmt::format("'{}': the limit after % must be a positive count", spec));
+    fail_at({}, "array", fmt::format("'{}': the limit after % must be a positive count", spec));
   }
   std::istringstream in(ranges);
   for (std::string part; std::getline(in, part, ',');) {
     std::smatch m;
     if (!std::regex_match(part, m, item)) {
-      fail_at({}, "--array",
+      fail_at({}, "array",
               fmt::format("'{}' is not a valid job array range (N, N-M or N-M:S, comma-separated, "
                           "then %K)",
                           comment_safe(spec)));
     }
     if (m[2].matched && std::stol(m[2].str()) < std::stol(m[1].str())) {
-      fail_at({}, "--array", fmt::format("'{}': the range {} counts down", spec, part));
+      fail_at({}, "array", fmt::format("'{}': the range {} counts down", spec, part));
     }
     if (m[3].matched && std::stol(m[3].str()) < 1) {
-      fail_at({}, "--array", fmt::format("'{}': the step of {} must be at least 1", spec, part));
+      fail_at({}, "array", fmt::format("'{}': the step of {} must be at least 1", spec, part));
     }
   }
   if (ranges.empty() || ranges.back() == ',') {
-    fail_at({}, "--array", fmt::format("'{}' is not a valid job array range", comment_safe(spec)));
+    fail_at({}, "array", fmt::format("'{}' is not a valid job array range", comment_safe(spec)));
   }
 }
 
 void validate_slurm_options(const SlurmOptions& o) {
   if (o.nodes < 1 || o.nodes > kMaxRanks) {
-    fail_at({}, "--nodes", fmt::format("must be in 1..{} (got {})", kMaxRanks, o.nodes));
+    fail_at({}, "nodes", fmt::format("must be in 1..{} (got {})", kMaxRanks, o.nodes));
   }
   if (o.gpus_per_node < 0 || o.gpus_per_node > kMaxGpusPerNode) {
-    fail_at({}, "--gpus-per-node",
+    fail_at({}, "gpus_per_node",
             fmt::format("must be in 0..{} (got {})", kMaxGpusPerNode, o.gpus_per_node));
   }
   if (!is_slurm_time(o.time)) {
-    fail_at({}, "--time",
+    fail_at({}, "time",
             fmt::format("'{}' is not a Slurm time limit (M, M:S, H:M:S, D-H, D-H:M or D-H:M:S, "
                         "e.g. 00:30:00)",
                         comment_safe(o.time)));
   }
   if (!o.partition.empty()) {
-    check_sbatch_value("--partition", o.partition, "_.-,", "partition name (or list)");
+    check_sbatch_value("partition", o.partition, "_.-,", "partition name (or list)");
   }
-  if (!o.account.empty()) check_sbatch_value("--account", o.account, "_.-", "account name");
+  if (!o.account.empty()) check_sbatch_value("account", o.account, "_.-", "account name");
   if (!o.constraint.empty()) {
-    check_sbatch_value("--constraint", o.constraint, "_.-,&|!*()[]:", "feature expression");
+    check_sbatch_value("constraint", o.constraint, "_.-,&|!*()[]:", "feature expression");
   }
   if (!o.array.empty()) check_array(o.array);
-  check_sbatch_value("--job-name", o.job_name, "_.-", "job name");
+  check_sbatch_value("job_name", o.job_name, "_.-", "job name");
   // The directory goes into "#SBATCH --output=": one word, and no % (sbatch's file patterns).
-  check_sbatch_value("--output-dir", o.output_dir, "_.-/+=@~,", "directory for #SBATCH --output");
+  check_sbatch_value("output_dir", o.output_dir, "_.-/+=@~,", "directory for #SBATCH --output");
   if (!o.cpu && !o.mpi && !o.gpu) {
-    fail_at({}, "--no-cpu", "leaves nothing to run: add --mpi or --gpu");
+    fail_at({}, "no_cpu", "leaves nothing to run: add --mpi or --gpu");
   }
-  if (o.gpu && o.gpus_per_node < 1) fail_at({}, "--gpu", "needs --gpus-per-node");
-  if (!o.cpu && !o.cpu_args.empty()) fail_at({}, "--cpu-args", "given with --no-cpu");
+  if (o.gpu && o.gpus_per_node < 1) fail_at({}, "gpu", "needs --gpus-per-node");
+  if (!o.cpu && !o.cpu_args.empty()) fail_at({}, "cpu_args", "given with --no-cpu");
   if (!o.resume_job.empty()) {
     if (!std::all_of(o.resume_job.begin(), o.resume_job.end(),
                      [](char c) { return (c >= '0' && c <= '9') || c == '_'; })) {
-      fail_at({}, "--resume",
-              fmt::format("'{}' is not a Slurm job id", comment_safe(o.resume_job)));
+      fail_at({}, "resume", fmt::format("'{}' is not a Slurm job id", comment_safe(o.resume_job)));
     }
-    if (o.resume_nodes.empty()) fail_at({}, "--resume", "the job's nodes are not known");
-    for (const auto& n : o.resume_nodes) check_sbatch_value("--resume", n, "_.-", "node name");
+    if (o.resume_nodes.empty()) fail_at({}, "resume", "the job's nodes are not known");
+    for (const auto& n : o.resume_nodes) check_sbatch_value("resume", n, "_.-", "node name");
     if (static_cast<int>(o.resume_nodes.size()) != o.nodes) {
-      fail_at({}, "--nodes",
+      fail_at({}, "nodes",
               fmt::format("job {} ran on {} nodes; resume it with --nodes {}", o.resume_job,
                           o.resume_nodes.size(), o.resume_nodes.size()));
     }
-    if (!o.array.empty()) fail_at({}, "--array", "cannot resume a job as an array");
+    if (!o.array.empty()) fail_at({}, "array", "cannot resume a job as an array");
   }
-  if (!o.mpi && !o.mpi_args.empty()) fail_at({}, "--mpi-args", "needs --mpi");
-  if (!o.gpu && !o.gpu_args.empty()) fail_at({}, "--gpu-args", "needs --gpu");
+  if (!o.mpi && !o.mpi_args.empty()) fail_at({}, "mpi_args", "needs --mpi");
+  if (!o.gpu && !o.gpu_args.empty()) fail_at({}, "gpu_args", "needs --gpu");
 }
 
 std::string shell_quote(std::string_view text) {
@@ -345,12 +344,12 @@ std::string sbatch_script(const SlurmOptions& o) {
 std::vector<std::string> nodes_of_job(const std::string& output_dir, const std::string& job_id) {
   if (job_id.empty() || !std::all_of(job_id.begin(), job_id.end(),
                                      [](char c) { return (c >= '0' && c <= '9') || c == '_'; })) {
-    fail_at({}, "--resume", fmt::format("'{}' is not a Slurm job id", comment_safe(job_id)));
+    fail_at({}, "resume", fmt::format("'{}' is not a Slurm job id", comment_safe(job_id)));
   }
   const fs::path file = fs::path(output_dir) / job_id / "nodes.txt";
   std::ifstream in(file);
   if (!in) {
-    fail_at({}, "--resume",
+    fail_at({}, "resume",
             fmt::format("no {} (is --output-dir the one job {} wrote to?)", file.string(),
                         comment_safe(job_id)));
   }
@@ -554,7 +553,7 @@ CollectedJob collect_job(const std::string& job_id, const std::string& dir,
   std::error_code ec;
   if (!fs::is_directory(run, ec)) {
     fail_at(
-        {}, "--dir",
+        {}, "dir",
         fmt::format("no results of job {} under '{}' (looked for {}/)", job_id, dir, run.string()));
   }
   const fs::path skip = skip_path.empty() || skip_path == "-"

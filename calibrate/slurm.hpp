@@ -52,8 +52,8 @@ std::vector<std::string> nodes_of_job(const std::string& output_dir, const std::
 
 // A value that goes into an #SBATCH line: sbatch reads those lines itself (no shell), so it
 // must be one non-empty word of letters, digits and `extra`; otherwise an InputError naming
-// `flag` and calling the value a `what`.
-void check_sbatch_value(const char* flag, const std::string& value, std::string_view extra,
+// `field` (the option, e.g. job_name) and calling the value a `what`.
+void check_sbatch_value(const char* field, const std::string& value, std::string_view extra,
                         const char* what);
 
 // `text` with every control character written as '?': safe in a script's comment or an error

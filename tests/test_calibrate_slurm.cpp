@@ -105,10 +105,10 @@ TEST_CASE("sbatch_script_runs_run_gpu_on_every_gpu_only_with_gpu") {
   const auto r = cal::run_process({"bash", "-n", "-c", cal::sbatch_script(o)});
   CHECK_MESSAGE(r.exit_code == 0, r.err);
   o.gpus_per_node = 0;
-  CHECK(contains(error_of(o), "--gpu: needs --gpus-per-node"));
+  CHECK(contains(error_of(o), "gpu: needs --gpus-per-node"));
   o.gpu = false;
   o.gpus_per_node = 4;
-  CHECK(contains(error_of(o), "--gpu-args: needs --gpu"));
+  CHECK(contains(error_of(o), "gpu_args: needs --gpu"));
 }
 
 TEST_CASE("sbatch_script_is_valid_bash") {
@@ -148,28 +148,28 @@ TEST_CASE("hostile_values_reach_the_script_only_quoted") {
 TEST_CASE("hostile_sbatch_line_values_are_refused_naming_the_flag") {
   auto o = two_nodes();
   o.partition = "a'b; rm -rf /";
-  CHECK(error_of(o).rfind("--partition: 'a'b; rm -rf /' is not a valid partition name", 0) == 0);
+  CHECK(error_of(o).rfind("partition: 'a'b; rm -rf /' is not a valid partition name", 0) == 0);
   o = two_nodes();
   o.partition = "debug\n#SBATCH --uid=0";
-  CHECK(error_of(o).rfind("--partition: ", 0) == 0);
+  CHECK(error_of(o).rfind("partition: ", 0) == 0);
   o = two_nodes();
   o.account = "x y";
-  CHECK(error_of(o).rfind("--account: ", 0) == 0);
+  CHECK(error_of(o).rfind("account: ", 0) == 0);
   o = two_nodes();
   o.constraint = "a100;reboot";
-  CHECK(error_of(o).rfind("--constraint: ", 0) == 0);
+  CHECK(error_of(o).rfind("constraint: ", 0) == 0);
   o = two_nodes();
   o.array = "0-3 --uid=0";
-  CHECK(error_of(o).rfind("--array: ", 0) == 0);
+  CHECK(error_of(o).rfind("array: ", 0) == 0);
   o = two_nodes();
   o.output_dir = "/scratch/my results";
-  CHECK(error_of(o).rfind("--output-dir: ", 0) == 0);
+  CHECK(error_of(o).rfind("output_dir: ", 0) == 0);
   o = two_nodes();
   o.output_dir = "/scratch/%u";
-  CHECK(error_of(o).rfind("--output-dir: ", 0) == 0);
+  CHECK(error_of(o).rfind("output_dir: ", 0) == 0);
   o = two_nodes();
   o.job_name = "";
-  CHECK(error_of(o) == "--job-name: must not be empty");
+  CHECK(error_of(o) == "job_name: must not be empty");
 }
 
 TEST_CASE("options_are_validated_with_one_line_naming_the_flag") {
@@ -177,27 +177,27 @@ TEST_CASE("options_are_validated_with_one_line_naming_the_flag") {
   o.nodes = 1;
   CHECK(error_of(o).empty());
   o.nodes = 0;
-  CHECK(error_of(o) == "--nodes: must be in 1..1048576 (got 0)");
+  CHECK(error_of(o) == "nodes: must be in 1..1048576 (got 0)");
   o = two_nodes();
   o.gpus_per_node = -1;
-  CHECK(error_of(o) == "--gpus-per-node: must be in 0..1024 (got -1)");
+  CHECK(error_of(o) == "gpus_per_node: must be in 0..1024 (got -1)");
   o = two_nodes();
   o.array = "0-15:2%4";
   CHECK(error_of(o).empty());
   o.array = "3-0";
-  CHECK(error_of(o) == "--array: '3-0': the range 3-0 counts down");
+  CHECK(error_of(o) == "array: '3-0': the range 3-0 counts down");
   o.array = "1,,2";
-  CHECK(error_of(o).starts_with("--array: '1,,2' is not a valid job array range"));
+  CHECK(error_of(o).starts_with("array: '1,,2' is not a valid job array range"));
   o = two_nodes();
   o.cpu = false;
-  CHECK(error_of(o) == "--no-cpu: leaves nothing to run: add --mpi or --gpu");
+  CHECK(error_of(o) == "no_cpu: leaves nothing to run: add --mpi or --gpu");
   o = two_nodes();
   o.mpi_args = {"--ops", "allreduce"};
-  CHECK(error_of(o) == "--mpi-args: needs --mpi");
+  CHECK(error_of(o) == "mpi_args: needs --mpi");
   o = two_nodes();
   o.time = "5 minutes";
   const auto e = error_of(o);
-  CHECK(e.rfind("--time: '5 minutes' is not a Slurm time limit", 0) == 0);
+  CHECK(e.rfind("time: '5 minutes' is not a Slurm time limit", 0) == 0);
   CHECK(e.find('\n') == std::string::npos);
 }
 
@@ -295,7 +295,7 @@ TEST_CASE("collect_merges_every_node_of_a_job_and_names_the_missing_ones") {
   std::ofstream(dir / "77" / "cpu-node3.jsonl") << "not json\n";
   CHECK_THROWS_AS(cal::collect_job("77", dir.string(), ""), dlsim::InputError);
   CHECK_THROWS_WITH_AS(cal::collect_job("78", dir.string(), ""),
-                       doctest::Contains("--dir: no results of job 78"), dlsim::InputError);
+                       doctest::Contains("dir: no results of job 78"), dlsim::InputError);
   CHECK_THROWS_WITH_AS(cal::collect_job("7;rm", dir.string(), ""),
                        doctest::Contains("JOBID: '7;rm' is not a Slurm job id"), dlsim::InputError);
   fs::remove_all(dir);

@@ -171,13 +171,13 @@ TEST_CASE("a_knob_is_refused_only_where_no_framework_of_the_sweep_reads_it") {
   struct Refused {
     std::vector<LaunchFramework> sweep;
     bool bucket;
-    const char* flag;
+    const char* field;
   };
   for (const auto& r :
-       {Refused{{LaunchFramework::kHorovodPytorch, LaunchFramework::kTfPs}, true, "--bucket-cap"},
+       {Refused{{LaunchFramework::kHorovodPytorch, LaunchFramework::kTfPs}, true, "bucket_cap"},
         Refused{
-            {LaunchFramework::kPytorchDdp, LaunchFramework::kTfPs}, false, "--fusion-threshold"}}) {
-    CAPTURE(r.flag);
+            {LaunchFramework::kPytorchDdp, LaunchFramework::kTfPs}, false, "fusion_threshold"}}) {
+    CAPTURE(r.field);
     auto x = site_options(r.sweep.front());
     x.frameworks = r.sweep;
     if (r.bucket) x.knobs.bucket_cap = dlsim::Bytes{1e6};
@@ -187,7 +187,7 @@ TEST_CASE("a_knob_is_refused_only_where_no_framework_of_the_sweep_reads_it") {
       FAIL("accepted");
     } catch (const dlsim::InputError& e) {
       const std::string what = e.what();
-      CHECK(what.find(r.flag) != std::string::npos);
+      CHECK(what.find(r.field) != std::string::npos);
       CHECK(what.find("no framework of the sweep") != std::string::npos);
     }
   }
@@ -220,7 +220,7 @@ TEST_CASE("fp16_compression_reaches_the_benchmarks_that_take_it_and_their_predic
   }
   auto x = site_options(LaunchFramework::kTfPs);
   x.knobs.compression = dlsim::simulator::GradientCompression::kFp16;
-  CHECK_THROWS_WITH_AS(val::plan_launch(x), doctest::Contains("--compression"), dlsim::InputError);
+  CHECK_THROWS_WITH_AS(val::plan_launch(x), doctest::Contains("compression"), dlsim::InputError);
 }
 
 TEST_CASE("nothing_from_the_user_reaches_a_shell_line_unquoted") {
@@ -230,26 +230,26 @@ TEST_CASE("nothing_from_the_user_reaches_a_shell_line_unquoted") {
   const auto s = script_of(o);
   CHECK(s.find("'/home/user/my train.py' '--tag' '$(rm -rf ~)' 'it'\\''s'") != std::string::npos);
   struct Bad {
-    const char* flag;
+    const char* field;
     void (*set)(val::LaunchOptions&);
   };
   for (const Bad b :
-       {Bad{"--partition", [](val::LaunchOptions& x) { x.partition = "gpu;reboot"; }},
-        Bad{"--job-name", [](val::LaunchOptions& x) { x.job_name = "a\nb"; }},
-        Bad{"--output-dir", [](val::LaunchOptions& x) { x.output_dir = "/x y"; }},
-        Bad{"--socket-ifname", [](val::LaunchOptions& x) { x.gloo_socket_ifname = "eth0 ; id"; }},
-        Bad{"--ib-hca", [](val::LaunchOptions& x) { x.nccl_ib_hca = "$(id)"; }},
-        Bad{"--nccl-algo", [](val::LaunchOptions& x) { x.nccl_algo = "Ring`id`"; }},
-        Bad{"--time", [](val::LaunchOptions& x) { x.time = "1h"; }},
-        Bad{"--nodes", [](val::LaunchOptions& x) { x.nodes = {0}; }},
-        Bad{"--batch", [](val::LaunchOptions& x) { x.batches = {-1}; }},
-        Bad{"--ps-servers", [](val::LaunchOptions& x) { x.knobs.ps_servers = 0; }},
-        Bad{"--model", [](val::LaunchOptions& x) { x.model = "bert_base"; }},
-        Bad{"--backend", [](val::LaunchOptions& x) {
+       {Bad{"partition", [](val::LaunchOptions& x) { x.partition = "gpu;reboot"; }},
+        Bad{"job_name", [](val::LaunchOptions& x) { x.job_name = "a\nb"; }},
+        Bad{"output_dir", [](val::LaunchOptions& x) { x.output_dir = "/x y"; }},
+        Bad{"socket_ifname", [](val::LaunchOptions& x) { x.gloo_socket_ifname = "eth0 ; id"; }},
+        Bad{"ib_hca", [](val::LaunchOptions& x) { x.nccl_ib_hca = "$(id)"; }},
+        Bad{"nccl_algo", [](val::LaunchOptions& x) { x.nccl_algo = "Ring`id`"; }},
+        Bad{"time", [](val::LaunchOptions& x) { x.time = "1h"; }},
+        Bad{"nodes", [](val::LaunchOptions& x) { x.nodes = {0}; }},
+        Bad{"batch", [](val::LaunchOptions& x) { x.batches = {-1}; }},
+        Bad{"ps_servers", [](val::LaunchOptions& x) { x.knobs.ps_servers = 0; }},
+        Bad{"model", [](val::LaunchOptions& x) { x.model = "bert_base"; }},
+        Bad{"backend", [](val::LaunchOptions& x) {
               x.gpus_per_node = 0;
               x.torch_backend = "nccl";
             }}}) {
-    CAPTURE(b.flag);
+    CAPTURE(b.field);
     auto x = site_options(LaunchFramework::kPytorchDdp);
     b.set(x);
     try {
@@ -257,7 +257,7 @@ TEST_CASE("nothing_from_the_user_reaches_a_shell_line_unquoted") {
       FAIL("accepted");
     } catch (const dlsim::InputError& e) {
       const std::string what = e.what();
-      CHECK(what.find(b.flag) != std::string::npos);
+      CHECK(what.find(b.field) != std::string::npos);
       CHECK(what.find('\n') == std::string::npos);
     }
   }

@@ -403,8 +403,8 @@ std::string job_script(const LaunchOptions& o, const std::vector<LaunchPoint>& p
 }
 
 // A name that goes into an environment line unquoted (an interface or HCA list).
-void check_name_list(const char* flag, const std::string& value) {
-  if (!value.empty()) check_sbatch_value(flag, value, "_.-,:=^", "name list");
+void check_name_list(const char* field, const std::string& value) {
+  if (!value.empty()) check_sbatch_value(field, value, "_.-,:=^", "name list");
 }
 
 }  // namespace
@@ -480,80 +480,80 @@ std::string benchmark_model_name(LaunchFramework f, const std::string& zoo) {
     if (name) return name;
     break;
   }
-  fail_at({}, "--model",
+  fail_at({}, "model",
           fmt::format("the {} benchmark has no model '{}': give --script and --script-args",
                       to_string(f), comment_safe(zoo)));
 }
 
 void validate_launch(const LaunchOptions& o) {
-  if (o.frameworks.empty()) fail_at({}, "--framework", "give at least one framework");
+  if (o.frameworks.empty()) fail_at({}, "framework", "give at least one framework");
   // The model names the runs in the script's comments and in the results: one printable line.
   if (std::any_of(o.model.begin(), o.model.end(),
                   [](unsigned char c) { return c < 0x20 || c == 0x7f; })) {
-    fail_at({}, "--model", fmt::format("'{}' holds a control character", comment_safe(o.model)));
+    fail_at({}, "model", fmt::format("'{}' holds a control character", comment_safe(o.model)));
   }
-  if (o.nodes.empty()) fail_at({}, "--nodes", "give at least one node count");
-  if (o.batches.empty()) fail_at({}, "--batch", "give at least one batch");
+  if (o.nodes.empty()) fail_at({}, "nodes", "give at least one node count");
+  if (o.batches.empty()) fail_at({}, "batch", "give at least one batch");
   for (int n : o.nodes) {
-    if (n < 1) fail_at({}, "--nodes", fmt::format("must be at least 1 (got {})", n));
+    if (n < 1) fail_at({}, "nodes", fmt::format("must be at least 1 (got {})", n));
   }
   for (auto b : o.batches) {
-    if (b < 1) fail_at({}, "--batch", fmt::format("must be at least 1 (got {})", b));
+    if (b < 1) fail_at({}, "batch", fmt::format("must be at least 1 (got {})", b));
   }
   if (o.gpus_per_node < 0 || o.gpus_per_node > 1024) {
-    fail_at({}, "--gpus-per-node", fmt::format("must be 0 to 1024 (got {})", o.gpus_per_node));
+    fail_at({}, "gpus_per_node", fmt::format("must be 0 to 1024 (got {})", o.gpus_per_node));
   }
   if (o.ranks_per_node < 1) {
-    fail_at({}, "--ranks-per-node", fmt::format("must be at least 1 (got {})", o.ranks_per_node));
+    fail_at({}, "ranks_per_node", fmt::format("must be at least 1 (got {})", o.ranks_per_node));
   }
   if (o.threads_per_rank < 0) {
-    fail_at({}, "--threads", fmt::format("must not be negative (got {})", o.threads_per_rank));
+    fail_at({}, "threads", fmt::format("must not be negative (got {})", o.threads_per_rank));
   }
-  if (o.steps < 1) fail_at({}, "--steps", fmt::format("must be at least 1 (got {})", o.steps));
+  if (o.steps < 1) fail_at({}, "steps", fmt::format("must be at least 1 (got {})", o.steps));
   if (o.warmup_steps < 0) {
-    fail_at({}, "--warmup", fmt::format("must not be negative (got {})", o.warmup_steps));
+    fail_at({}, "warmup", fmt::format("must not be negative (got {})", o.warmup_steps));
   }
   if (o.master_port < 1024 || o.master_port > 65535) {
-    fail_at({}, "--master-port", fmt::format("must be 1024 to 65535 (got {})", o.master_port));
+    fail_at({}, "master_port", fmt::format("must be 1024 to 65535 (got {})", o.master_port));
   }
-  if (o.python.empty()) fail_at({}, "--python", "must not be empty");
+  if (o.python.empty()) fail_at({}, "python", "must not be empty");
   if (!o.torch_backend.empty() && o.torch_backend != "nccl" && o.torch_backend != "gloo" &&
       o.torch_backend != "mpi") {
-    fail_at({}, "--backend",
+    fail_at({}, "backend",
             fmt::format("'{}' is not nccl, gloo or mpi", comment_safe(o.torch_backend)));
   }
   if (o.torch_launcher != "srun" && o.torch_launcher != "torchrun") {
-    fail_at({}, "--torch-launcher",
+    fail_at({}, "torch_launcher",
             fmt::format("'{}' is not srun or torchrun", comment_safe(o.torch_launcher)));
   }
   if (o.torch_backend == "nccl" && o.gpus_per_node == 0) {
-    fail_at({}, "--backend", "nccl needs GPUs (--gpus-per-node); CPU ranks use gloo");
+    fail_at({}, "backend", "nccl needs GPUs (--gpus-per-node); CPU ranks use gloo");
   }
   if (o.knobs.ps_servers && (*o.knobs.ps_servers < 1 || *o.knobs.ps_servers > dlsim::kMaxRanks)) {
-    fail_at({}, "--ps-servers",
+    fail_at({}, "ps_servers",
             fmt::format("must be in 1..{} (got {})", dlsim::kMaxRanks, *o.knobs.ps_servers));
   }
   if (o.knobs.mode && *o.knobs.mode != "parameter_server" &&
       *o.knobs.mode != "distributed_replicated") {
-    fail_at({}, "--mode",
+    fail_at({}, "mode",
             fmt::format("'{}' is not parameter_server or distributed_replicated (tf-ps)",
                         comment_safe(*o.knobs.mode)));
   }
   if (o.knobs.cycle_time && !(o.knobs.cycle_time->value() >= 0)) {
-    fail_at({}, "--cycle-time", "must be zero (HOROVOD_CYCLE_TIME=0: no sleep) or positive");
+    fail_at({}, "cycle_time", "must be zero (HOROVOD_CYCLE_TIME=0: no sleep) or positive");
   }
   if (o.knobs.bucket_cap && !(o.knobs.bucket_cap->value() > 0)) {
-    fail_at({}, "--bucket-cap", "must be positive");
+    fail_at({}, "bucket_cap", "must be positive");
   }
   if (!o.nccl_algo.empty()) {
-    check_sbatch_value("--nccl-algo", o.nccl_algo, ",^", "NCCL algorithm list");
+    check_sbatch_value("nccl_algo", o.nccl_algo, ",^", "NCCL algorithm list");
   }
-  check_name_list("--socket-ifname", o.gloo_socket_ifname);
-  check_name_list("--nccl-socket-ifname", o.nccl_socket_ifname);
-  check_name_list("--ib-hca", o.nccl_ib_hca);
+  check_name_list("socket_ifname", o.gloo_socket_ifname);
+  check_name_list("nccl_socket_ifname", o.nccl_socket_ifname);
+  check_name_list("ib_hca", o.nccl_ib_hca);
   for (auto f : o.frameworks) {
     if (f == LaunchFramework::kKerasMwms && o.script.empty()) {
-      fail_at({}, "--script",
+      fail_at({}, "script",
               "keras-mwms has no standard benchmark: give the training script (it must print "
               "Horovod's 'Total img/sec' line or ddp_step.py's JSON line)");
     }
@@ -571,20 +571,20 @@ void validate_launch(const LaunchOptions& o) {
   };
   if (o.knobs.bucket_cap &&
       !any([](LaunchFramework f) { return f == LaunchFramework::kPytorchDdp; })) {
-    fail_at({}, "--bucket-cap",
+    fail_at({}, "bucket_cap",
             fmt::format("is PyTorch DDP's; no framework of the sweep ({}) takes it", sweep()));
   }
   if (o.knobs.compression.value_or(simulator::GradientCompression::kNone) ==
           simulator::GradientCompression::kFp16 &&
       o.script.empty() && !any(takes_compression)) {
-    fail_at({}, "--compression",
+    fail_at({}, "compression",
             fmt::format("fp16 is taken by pytorch-ddp (ddp_step.py --fp16-compress), "
                         "horovod-pytorch and horovod-keras (--fp16-allreduce); no framework of "
                         "the sweep ({}) does",
                         sweep()));
   }
   if ((o.knobs.fusion_threshold || o.knobs.cycle_time) && !any(is_horovod)) {
-    fail_at({}, o.knobs.fusion_threshold ? "--fusion-threshold" : "--cycle-time",
+    fail_at({}, o.knobs.fusion_threshold ? "fusion_threshold" : "cycle_time",
             fmt::format("is Horovod's; no framework of the sweep ({}) takes it", sweep()));
   }
   // Slurm's own fields, as dlcalibrate slurm checks them.
