@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "common/error.hpp"
 
 namespace dlsim::simulator {
@@ -77,6 +79,29 @@ bool compresses_fp16(const ResolvedPolicy& p) {
 
 void refuse(bool given, const std::string& field, const std::string& framework) {
   if (given) fail_at({}, field, "does not apply to framework '" + framework + "'");
+}
+
+void refuse_unless_taken(const FrameworkOptions& o, std::initializer_list<std::string_view> takes,
+                         const std::string& framework) {
+  const std::pair<std::string_view, bool> given[] = {
+      {"fusion_threshold", o.fusion_threshold.has_value()},
+      {"cycle_time", o.cycle_time.has_value()},
+      {"negotiation", o.negotiation.has_value()},
+      {"cache_capacity", o.cache_capacity.has_value()},
+      {"compression", o.compression.has_value()},
+      {"bucket_cap", o.bucket_cap.has_value()},
+      {"first_bucket", o.first_bucket.has_value()},
+      {"partition", o.partition_bytes.has_value()},
+      {"mode", o.mode.has_value()},
+      {"xla", o.xla},
+      {"host_staging", o.host_staging},
+      {"ps_device", o.ps_on_gpu.has_value()},
+  };
+  for (const auto& [field, is_given] : given) {
+    if (std::find(takes.begin(), takes.end(), field) == takes.end()) {
+      refuse(is_given, std::string(field), framework);
+    }
+  }
 }
 
 }  // namespace dlsim::simulator

@@ -6,10 +6,12 @@
 // same launcher, so they group gradients identically.
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/registry.hpp"
@@ -183,6 +185,11 @@ bool compresses_fp16(const ResolvedPolicy& p);
 
 // Shared by policies: rejects an option (its field, e.g. "bucket_cap") the policy does not take.
 void refuse(bool given, const std::string& field, const std::string& framework);
+// The same for every option only some frameworks read (fusion_threshold, cycle_time,
+// negotiation, cache_capacity, compression, bucket_cap, first_bucket, partition, mode, xla,
+// host_staging, ps_device): each one given that is not in `takes` is refused.
+void refuse_unless_taken(const FrameworkOptions& o, std::initializer_list<std::string_view> takes,
+                         const std::string& framework);
 
 // BytePS's default key hash (BytePSGlobal::Hash_DJB2, byteps/common/global.cc): djb2 over the
 // key's decimal digits, h = 33 h + c from h = 5381, modulo 2^64. A key goes to server

@@ -27,15 +27,7 @@ class Byteps : public FrameworkPolicy {
   ResolvedPolicy resolve(const FrameworkOptions& o, const std::optional<std::string>& strategy,
                          const JobInfo& job) const override {
     const std::string name = "byteps";
-    refuse(o.fusion_threshold.has_value(), "fusion_threshold", name);
-    refuse(o.cycle_time.has_value(), "cycle_time", name);
-    refuse(o.negotiation.has_value(), "negotiation", name);
-    refuse(o.cache_capacity.has_value(), "cache_capacity", name);
-    refuse(o.bucket_cap.has_value(), "bucket_cap", name);
-    refuse(o.first_bucket.has_value(), "first_bucket", name);
-    refuse(o.mode.has_value(), "mode", name);
-    refuse(o.ps_on_gpu.has_value(), "ps_device", name);
-    refuse(o.host_staging, "host_staging", name);
+    refuse_unless_taken(o, {"compression", "partition", "xla"}, name);
     if (strategy && *strategy != "ps") {
       fail_at({}, "strategy",
               fmt::format("byteps exchanges through parameter servers only, not '{}'", *strategy));

@@ -125,10 +125,10 @@ class Horovod : public FrameworkPolicy {
 
   ResolvedPolicy resolve(const FrameworkOptions& o, const std::optional<std::string>& strategy,
                          const JobInfo&) const override {
-    refuse(o.bucket_cap.has_value(), "bucket_cap", name_);
-    refuse(o.first_bucket.has_value(), "first_bucket", name_);
-    refuse(o.mode.has_value(), "mode", name_);
-    refuse(o.partition_bytes.has_value(), "partition", name_);
+    refuse_unless_taken(o,
+                        {"fusion_threshold", "cycle_time", "negotiation", "cache_capacity",
+                         "compression", "xla", "host_staging", "ps_device"},
+                        name_);
     ResolvedPolicy p;
     p.strategy = strategy.value_or("auto");
     p.ps = ps_options(o, 1);

@@ -18,16 +18,7 @@ class MxnetKvstore : public FrameworkPolicy {
   ResolvedPolicy resolve(const FrameworkOptions& o, const std::optional<std::string>& strategy,
                          const JobInfo& job) const override {
     const std::string name = "mxnet-kvstore";
-    refuse(o.fusion_threshold.has_value(), "fusion_threshold", name);
-    refuse(o.cycle_time.has_value(), "cycle_time", name);
-    refuse(o.negotiation.has_value(), "negotiation", name);
-    refuse(o.cache_capacity.has_value(), "cache_capacity", name);
-    refuse(o.compression.has_value(), "compression", name);
-    refuse(o.bucket_cap.has_value(), "bucket_cap", name);
-    refuse(o.first_bucket.has_value(), "first_bucket", name);
-    refuse(o.partition_bytes.has_value(), "partition", name);
-    refuse(o.xla, "xla", name);
-    refuse(o.host_staging, "host_staging", name);
+    refuse_unless_taken(o, {"mode", "ps_device"}, name);
     ResolvedPolicy p;
     p.params.mode = o.mode.value_or(job.nodes > 1 ? "dist_sync" : "device");
     const auto& mode = *p.params.mode;

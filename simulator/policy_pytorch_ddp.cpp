@@ -76,14 +76,7 @@ class PytorchDdp : public FrameworkPolicy {
   ResolvedPolicy resolve(const FrameworkOptions& o, const std::optional<std::string>& strategy,
                          const JobInfo&) const override {
     const std::string name = "pytorch-ddp";
-    refuse(o.fusion_threshold.has_value(), "fusion_threshold", name);
-    refuse(o.cycle_time.has_value(), "cycle_time", name);
-    refuse(o.negotiation.has_value(), "negotiation", name);
-    refuse(o.cache_capacity.has_value(), "cache_capacity", name);
-    refuse(o.mode.has_value(), "mode", name);
-    refuse(o.partition_bytes.has_value(), "partition", name);
-    refuse(o.xla, "xla", name);
-    refuse(o.host_staging, "host_staging", name);
+    refuse_unless_taken(o, {"compression", "bucket_cap", "first_bucket", "ps_device"}, name);
     ResolvedPolicy p;
     p.strategy = strategy.value_or("auto");
     p.ps = ps_options(o, 1);

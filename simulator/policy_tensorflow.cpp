@@ -46,16 +46,7 @@ class TfParameterServer : public FrameworkPolicy {
   ResolvedPolicy resolve(const FrameworkOptions& o, const std::optional<std::string>& strategy,
                          const JobInfo& job) const override {
     const std::string name = "tf-ps";
-    refuse(o.fusion_threshold.has_value(), "fusion_threshold", name);
-    refuse(o.cycle_time.has_value(), "cycle_time", name);
-    refuse(o.negotiation.has_value(), "negotiation", name);
-    refuse(o.cache_capacity.has_value(), "cache_capacity", name);
-    refuse(o.compression.has_value(), "compression", name);
-    refuse(o.bucket_cap.has_value(), "bucket_cap", name);
-    refuse(o.first_bucket.has_value(), "first_bucket", name);
-    refuse(o.partition_bytes.has_value(), "partition", name);
-    refuse(o.xla, "xla", name);
-    refuse(o.host_staging, "host_staging", name);
+    refuse_unless_taken(o, {"mode", "ps_device"}, name);
     ResolvedPolicy p;
     p.params.mode = o.mode.value_or("parameter_server");
     if (*p.params.mode != "parameter_server" && *p.params.mode != "distributed_replicated") {
@@ -125,16 +116,7 @@ class TfReplicated : public FrameworkPolicy {
   ResolvedPolicy resolve(const FrameworkOptions& o, const std::optional<std::string>& strategy,
                          const JobInfo& job) const override {
     const std::string name = "tf-replicated";
-    refuse(o.fusion_threshold.has_value(), "fusion_threshold", name);
-    refuse(o.cycle_time.has_value(), "cycle_time", name);
-    refuse(o.negotiation.has_value(), "negotiation", name);
-    refuse(o.cache_capacity.has_value(), "cache_capacity", name);
-    refuse(o.compression.has_value(), "compression", name);
-    refuse(o.bucket_cap.has_value(), "bucket_cap", name);
-    refuse(o.first_bucket.has_value(), "first_bucket", name);
-    refuse(o.partition_bytes.has_value(), "partition", name);
-    refuse(o.xla, "xla", name);
-    refuse(o.host_staging, "host_staging", name);
+    refuse_unless_taken(o, {"mode", "ps_device"}, name);
     if (job.nodes > 1) {
       fail_at({}, "framework",
               fmt::format("tf-replicated runs inside one node, but the job spans {} nodes "
