@@ -202,6 +202,13 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
             fmt::format("unknown operation '{}'{}", m.op, did_you_mean(m.op, known_ops())));
   }
   m.backend = get<std::string>(j, "backend", where);
+  // What the benchmarks and importers write (fit maps each to a field; another would be
+  // measured and then left unused).
+  static const std::vector<std::string> backends = {"cpu", "cuda", "gloo", "mpi", "nccl", "torch"};
+  if (std::find(backends.begin(), backends.end(), m.backend) == backends.end()) {
+    fail_at({where}, "backend",
+            fmt::format("unknown backend '{}'{}", m.backend, did_you_mean(m.backend, backends)));
+  }
   m.ranks = get<int>(j, "ranks", where);
   m.nodes = get<int>(j, "nodes", where);
   m.bytes = get<double>(j, "bytes", where);

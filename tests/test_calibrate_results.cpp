@@ -182,6 +182,11 @@ TEST_CASE("malformed results files: one error naming the file, line and field") 
            R"({"op":"allreduce","backend":"mpi","ranks":"two","nodes":1,"bytes":8,"samples_s":[1e-6]})"
            "\n",
        "ranks: has the wrong type"},
+      {"backend.jsonl",
+       std::string(kHeader) +
+           R"({"op":"allreduce","backend":"ncll","ranks":2,"nodes":1,"bytes":8,"samples_s":[1e-6]})"
+           "\n",
+       "backend.jsonl:2: backend: unknown backend 'ncll'; did you mean 'nccl'"},
       {"fraction.jsonl",
        std::string(kHeader) +
            R"({"op":"allreduce","backend":"mpi","ranks":2.5,"nodes":1,"bytes":8,"samples_s":[1e-6]})"
