@@ -188,6 +188,17 @@ void AppendFile::append(const std::string& record) {
   }
 }
 
+std::vector<std::string> file_references(const std::vector<std::string>& refs) {
+  std::vector<std::string> out;
+  for (const auto& r : refs) {
+    if (r.find('/') != std::string::npos || r.ends_with(".yaml") || r.ends_with(".yml") ||
+        r.ends_with(".onnx")) {
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
 void refuse_output_over_input(const std::string& output, const std::vector<std::string>& inputs) {
   if (output.empty() || output == "-") return;
   std::error_code ec;

@@ -28,6 +28,11 @@ void write_output(const std::string& path, const std::string& content,
 void write_outputs(const std::vector<std::pair<std::string, std::string>>& files,
                    const std::vector<std::string>& inputs = {});
 
+// The references among `refs` that name files as dlsim's loaders read them (a path with '/', or a
+// .yaml, .yml or .onnx name); a preset or zoo name is not a file even where one of that name
+// happens to exist in the current folder.
+std::vector<std::string> file_references(const std::vector<std::string>& refs);
+
 // The check write_outputs makes against `inputs`, for a command that writes in steps.
 void refuse_output_over_input(const std::string& output, const std::vector<std::string>& inputs);
 

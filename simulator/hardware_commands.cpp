@@ -49,7 +49,7 @@ void run_show(const ShowOptions& opt) {
   } else {
     text = hardware::to_text(spec);
   }
-  write_output(opt.output, text, {opt.name});
+  write_output(opt.output, text, file_references({opt.name}));
 }
 
 // ---- dlsim collective -----------------------------------------------------------------------
@@ -294,7 +294,7 @@ void run_collective_cmd(const CollectiveOptions& opt) {
                        p.bottleneck.empty() ? "latency" : p.bottleneck);
     }
   }
-  write_output(opt.output, o.str(), {opt.cluster, opt.library.value_or("")});
+  write_output(opt.output, o.str(), file_references({opt.cluster, opt.library.value_or("")}));
 }
 
 }  // namespace

@@ -87,7 +87,7 @@ void run_show(const ShowOptions& opt) {
   } else {
     text = render_table(stats, graph);
   }
-  write_output(opt.output, text, {opt.model});
+  write_output(opt.output, text, file_references({opt.model}));
 }
 
 void run_list() {

@@ -34,7 +34,8 @@ struct CommonFlags {
 
 // The files a prediction may read (names of presets are not files and are passed over).
 std::vector<std::string> input_files(const CommonFlags& f) {
-  return {f.base.model, f.base.cluster, f.base.library.value_or(""), f.base.network.value_or("")};
+  return file_references(
+      {f.base.model, f.base.cluster, f.base.library.value_or(""), f.base.network.value_or("")});
 }
 
 PredictOptions resolve(const CommonFlags& f) {
