@@ -87,7 +87,9 @@ void add_import(CLI::App& app, const std::string& command) {
       ->capture_default_str();
   topo->add_option("-o,--output", topt->output, "Node profile to write (NAME.yaml)")->required();
   topo->callback([topt, file] {
-    dlsim::refuse_output_over_input(topt->output, {*file, topt->gpu, topt->base_node});
+    auto inputs = dlsim::file_references({topt->gpu, topt->base_node});
+    inputs.push_back(*file);
+    dlsim::refuse_output_over_input(topt->output, inputs);
     dlsim::write_output(topt->output, cal::import_nccl_topo(*file, *topt));
     std::cout << "wrote " << topt->output << " (dlsim hardware show " << topt->output
               << " --kind node)\n";
@@ -199,15 +201,8 @@ void add_fit(CLI::App& app, const std::string& command) {
       ->required();
   c->callback([opt, command] {
     dlsim::refuse_output_over_input(opt->out, opt->files);
-    for (std::size_t i = 0; i < opt->files.size(); ++i) {
-      for (std::size_t j = 0; j < i; ++j) {
-        std::error_code ec;
-        if (std::filesystem::equivalent(opt->files[i], opt->files[j], ec) && !ec) {
-          dlsim::fail_at({opt->files[i]}, "RESULTS",
-                         "given twice (its measurements would count twice in the fits)");
-        }
-      }
-    }
+    dlsim::refuse_repeated_inputs(opt->files, "RESULTS",
+                                  "its measurements would count twice in the fits");
     cal::ProfileOptions po;
     try {
       dlsim::hardware::load_cluster(opt->base);  // checked here, so the error names the flag
@@ -235,7 +230,7 @@ void add_fit(CLI::App& app, const std::string& command) {
     }
     files.emplace_back(opt->out, fitted.yaml);
     auto inputs = opt->files;
-    inputs.push_back(opt->base);
+    for (const auto& base : dlsim::file_references({opt->base})) inputs.push_back(base);
     dlsim::write_outputs(files, inputs);
     for (const auto& w : fitted.warnings) std::cerr << "dlcalibrate: warning: " << w << "\n";
     for (const auto& r : fitted.report) std::cout << r << "\n";

@@ -199,6 +199,18 @@ std::vector<std::string> file_references(const std::vector<std::string>& refs) {
   return out;
 }
 
+void refuse_repeated_inputs(const std::vector<std::string>& inputs, const std::string& field,
+                            const std::string& why) {
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      std::error_code ec;
+      if (fs::equivalent(inputs[i], inputs[j], ec) && !ec) {
+        fail_at({inputs[i]}, field, "given twice (" + why + ")");
+      }
+    }
+  }
+}
+
 void refuse_output_over_input(const std::string& output, const std::vector<std::string>& inputs) {
   if (output.empty() || output == "-") return;
   std::error_code ec;

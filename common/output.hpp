@@ -33,6 +33,11 @@ void write_outputs(const std::vector<std::pair<std::string, std::string>>& files
 // happens to exist in the current folder.
 std::vector<std::string> file_references(const std::vector<std::string>& refs);
 
+// An InputError naming `field` when two of `inputs` are one file (by any path or link): `why`
+// says what reading it twice would do.
+void refuse_repeated_inputs(const std::vector<std::string>& inputs, const std::string& field,
+                            const std::string& why);
+
 // The check write_outputs makes against `inputs`, for a command that writes in steps.
 void refuse_output_over_input(const std::string& output, const std::vector<std::string>& inputs);
 

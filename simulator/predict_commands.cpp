@@ -156,7 +156,7 @@ void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strat
 
 void run_predict(const CommonFlags& f, const std::string& trace_path) {
   check_format(f.format);
-  refuse_output_over_input(f.output, input_files(f));
+  for (const auto& out : {f.output, trace_path}) refuse_output_over_input(out, input_files(f));
   const auto o = resolve(f);
   simulator::TraceWriter trace;
   const auto inputs = simulator::load_inputs(o);
@@ -191,7 +191,7 @@ void run_predict(const CommonFlags& f, const std::string& trace_path) {
   std::vector<std::pair<std::string, std::string>> files;
   if (!trace_path.empty()) files.emplace_back(trace_path, trace.str());
   files.emplace_back(f.output, std::move(out));
-  write_outputs(files, input_files(f));
+  write_outputs(files);
 }
 
 std::string csv_rows(const std::vector<Prediction>& rows) {
@@ -244,7 +244,7 @@ std::vector<int> parse_gpu_list(const std::string& text) {
 
 void run_scale(const CommonFlags& f, const std::string& gpus, const std::string& plot_path) {
   check_format(f.format);
-  refuse_output_over_input(f.output, input_files(f));
+  for (const auto& out : {f.output, plot_path}) refuse_output_over_input(out, input_files(f));
   const auto counts = parse_gpu_list(gpus);
   std::vector<Prediction> rows;
   for (int g : counts) {
@@ -303,7 +303,7 @@ void run_scale(const CommonFlags& f, const std::string& gpus, const std::string&
   std::vector<std::pair<std::string, std::string>> files;
   if (!plot_path.empty()) files.emplace_back(plot_path, std::move(svg));
   files.emplace_back(f.output, std::move(out));
-  write_outputs(files, input_files(f));
+  write_outputs(files);
 }
 
 void run_compare(const CommonFlags& f, const std::string& strategies, bool crossover,
@@ -337,7 +337,7 @@ void run_compare(const CommonFlags& f, const std::string& strategies, bool cross
   } else {
     out = simulator::to_table(c);
   }
-  write_output(f.output, out, input_files(f));
+  write_output(f.output, out);
 }
 
 }  // namespace
@@ -350,8 +350,7 @@ void add_predict_commands(CLI::App& app) {
   p->add_option("--trace", *trace, "Write a Chrome trace (Perfetto, chrome://tracing)");
   // The collective library names the algorithm it runs; in a training job it is the --strategy.
   p->callback([pf, trace] {
-    naming_flags({{"algorithm", "--strategy"}, {"framework", "--framework"}},
-                 [&] { run_predict(*pf, *trace); });
+    naming_flags({{"algorithm", "--strategy"}}, [&] { run_predict(*pf, *trace); });
   });
 
   auto sf = std::make_shared<CommonFlags>();
@@ -363,8 +362,7 @@ void add_predict_commands(CLI::App& app) {
       ->required();
   s->add_option("--plot", *plot, "Write an SVG plot with the ideal line");
   s->callback([sf, gpus, plot] {
-    naming_flags({{"algorithm", "--strategy"}, {"framework", "--framework"}},
-                 [&] { run_scale(*sf, *gpus, *plot); });
+    naming_flags({{"algorithm", "--strategy"}}, [&] { run_scale(*sf, *gpus, *plot); });
   });
 
   auto cf = std::make_shared<CommonFlags>();
@@ -381,7 +379,7 @@ void add_predict_commands(CLI::App& app) {
       "--no-crossover", [crossover] { *crossover = false; },
       "Skip the search over GPU counts and networks for a change of winner");
   c->callback([cf, strategies, crossover, c] {
-    naming_flags({{"algorithm", "--strategy"}, {"framework", "--framework"}},
+    naming_flags({{"algorithm", "--strategy"}},
                  [&] { run_compare(*cf, *strategies, *crossover, c->count("--strategy") == 0); });
   });
 }

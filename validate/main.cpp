@@ -73,14 +73,7 @@ void add_published(CLI::App& app, const std::string& command) {
         }
       }
     }
-    for (std::size_t i = 0; i < o->cases.size(); ++i) {
-      for (std::size_t j = 0; j < i; ++j) {
-        if (std::filesystem::weakly_canonical(o->cases[i]) ==
-            std::filesystem::weakly_canonical(o->cases[j])) {
-          dlsim::fail_at({o->cases[i]}, "--cases", "given twice (its rows would count twice)");
-        }
-      }
-    }
+    dlsim::refuse_repeated_inputs(o->cases, "--cases", "its rows would count twice");
     std::vector<val::CaseFile> files;
     std::vector<val::Comparison> all;
     std::vector<val::Curve> curves;
