@@ -29,9 +29,9 @@
 //     connects them.
 //   - PCIe bandwidth: line rate of link_speed x link_width, after 8b/10b (2.5 and 5 GT/s) or
 //     128b/130b (8 to 32 GT/s) encoding; 64 GT/s (PCIe 6, FLIT mode) at its raw rate. A speed NCCL
-//     could not read is 8 GT/s and a width of 0 is 16, NCCL's fallbacks (kvDictPciGen,
-//     ncclTopoAddPci). One kind of PCIe link in the dump is type `pcie`; several are
-//     `pcie<gen>x<width>`.
+//     could not read is 8 GT/s and a width of 0 (or none) is 16, NCCL's fallbacks (kvDictPciGen,
+//     ncclTopoAddPci); a width that is not a lane count (0-32) is refused. One kind of PCIe link in
+//     the dump is type `pcie`; several are `pcie<gen>x<width>`.
 //   - NVLink bandwidth: the line rate per link and direction by generation (25 GB/s for NVLink 2, 3
 //     and 4: V100 300 GB/s over 6 links, A100 600 GB/s over 12, H100 900 GB/s over 18, as the
 //     dlsim node presets take it), not NCCL's own planning figures SM70_NVLINK_BW 20,
@@ -258,6 +258,7 @@ struct Fabric {
   std::vector<Switch> switches;
   std::vector<PcieLink> pcie;
   int unknown_speeds = 0;  // links whose speed NCCL could not read (taken as 8 GT/s)
+  int unknown_widths = 0;  // links whose width NCCL could not read (taken as 16 lanes)
   std::set<std::string> host_hashes;
   bool c2c = false;
 };
@@ -297,7 +298,7 @@ class Walker {
     if (!carries_traffic(e)) return;
     const std::string busid = r_.need(e, "<pci>", "busid");
     const std::string what = fmt::format("<pci busid=\"{}\">", busid);
-    const PcieKind kind = link_kind(e);
+    const PcieKind kind = link_kind(e, what);
     if (auto gpu = e.get_child_optional("gpu")) {
       Gpu g;
       g.busid = busid;
@@ -350,7 +351,7 @@ class Walker {
     }
   }
 
-  PcieKind link_kind(const pt::ptree& e) {
+  PcieKind link_kind(const pt::ptree& e, const std::string& what) {
     PcieKind k{8, 16};
     const std::string speed = Reader::attr(e, "link_speed").value_or("");
     // As ncclTopoGetXmlFromSys reads sysfs: "%f GT/s" ("8 GT/s", "16.0 GT/s PCIe").
@@ -361,10 +362,21 @@ class Walker {
     } else {
       ++f_.unknown_speeds;
     }
+    // sysfs writes the lane count, 0 where it could not tell; NCCL takes 0 (and an attribute it
+    // could not read) as 16. Anything but a lane count is a damaged or hand-edited dump.
     const std::string width = Reader::attr(e, "link_width").value_or("");
     int w = 0;
-    std::from_chars(width.data(), width.data() + width.size(), w);
-    if (w > 0) k.width = w;
+    if (!width.empty()) {
+      const auto [wend, wec] = std::from_chars(width.data(), width.data() + width.size(), w);
+      if (wec != std::errc() || wend != width.data() + width.size() || w < 0 || w > 32) {
+        r_.fail(fmt::format("{}: link_width=\"{}\" is not a PCIe lane count (0-32)", what, width));
+      }
+    }
+    if (w > 0) {
+      k.width = w;
+    } else {
+      ++f_.unknown_widths;
+    }
     return k;
   }
 
@@ -733,6 +745,11 @@ std::string import_nccl_topo(const std::string& path, const NcclTopoOptions& opt
     source +=
         fmt::format(" {} PCIe links without a readable speed taken as 8 GT/s, NCCL's fallback.",
                     f.unknown_speeds);
+  }
+  if (f.unknown_widths) {
+    source +=
+        fmt::format(" {} PCIe links without a width (0 or none) taken as x16, NCCL's fallback.",
+                    f.unknown_widths);
   }
   if (f.cpus.size() > 1) {
     source += fmt::format(

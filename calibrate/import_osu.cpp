@@ -142,18 +142,23 @@ std::vector<Column> parse_columns(const std::string& line, const SourceLocation&
   return cols;
 }
 
-std::string dtype_of(const std::string& mpi_type) {
+// An MPI datatype as OSU prints it ("MPI_CHAR", "MPI_INT", "MPI_FLOAT") -> results dtype.
+std::optional<std::string> dtype_of(const std::string& mpi_type) {
   static const std::vector<std::pair<std::string, std::string>> types = {
-      {"MPI_CHAR", "int8"},  {"MPI_SIGNED_CHAR", "int8"}, {"MPI_BYTE", "uint8"},
-      {"MPI_INT", "int32"},  {"MPI_FLOAT", "float32"},    {"MPI_DOUBLE", "float64"},
-      {"MPI_LONG", "int64"}, {"MPI_SHORT", "int16"}};
+      {"MPI_CHAR", "int8"},       {"MPI_SIGNED_CHAR", "int8"},
+      {"MPI_BYTE", "uint8"},      {"MPI_UNSIGNED_CHAR", "uint8"},
+      {"MPI_SHORT", "int16"},     {"MPI_INT", "int32"},
+      {"MPI_UNSIGNED", "uint32"}, {"MPI_LONG", "int64"},
+      {"MPI_LONG_LONG", "int64"}, {"MPI_UNSIGNED_LONG", "uint64"},
+      {"MPI_FLOAT", "float32"},   {"MPI_DOUBLE", "float64"}};
+  std::string name = mpi_type;
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  if (!name.starts_with("MPI_")) name = "MPI_" + name;
   for (const auto& [k, v] : types) {
-    if (k == mpi_type) return v;
+    if (k == name) return v;
   }
-  std::string s = mpi_type.starts_with("MPI_") ? mpi_type.substr(4) : mpi_type;
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
+  return std::nullopt;
 }
 
 bool all_digits(const std::string& s) {
@@ -324,7 +329,7 @@ struct OsuReader {
     meas.backend = run->family.starts_with("NCCL") ? "nccl" : "mpi";
     meas.ranks = ranks;
     meas.nodes = nodes;
-    meas.dtype = !run->datatype.empty() ? dtype_of(run->datatype) : p2p ? "int8" : "float32";
+    meas.dtype = !run->datatype.empty() ? *dtype_of(run->datatype) : p2p ? "int8" : "float32";
     meas.params["source_line"] = std::to_string(line.number);
     meas.params["osu_test"] = run->family + " " + run->name;
     if (!run->datatype.empty()) meas.params["osu_datatype"] = run->datatype;
@@ -446,6 +451,13 @@ struct OsuReader {
               positive_count(m[1].str(), where, "nodes");
         } else if (run && std::regex_search(l, m, datatype_line)) {
           run->datatype = m[1].str();
+          if (!dtype_of(run->datatype)) {
+            fail_at(where, "Datatype",
+                    fmt::format("'{}' is not an MPI datatype the import knows (MPI_CHAR, "
+                                "MPI_BYTE, MPI_SHORT, MPI_INT, MPI_LONG, MPI_FLOAT, MPI_DOUBLE and "
+                                "their unsigned forms)",
+                                run->datatype));
+          }
         } else if (run && std::regex_search(l, m, buffers_line)) {
           run->buffers = fmt::format("send {}, receive {}", m[1].str(), m[2].str());
           buffers.insert(run->buffers);

@@ -81,6 +81,13 @@ const std::vector<std::string>& known_ops() {
   return ops;
 }
 
+const std::vector<std::string>& known_dtypes() {
+  static const std::vector<std::string> dtypes = {
+      "float32", "float16", "bfloat16", "float64", "float8_e4m3", "float8_e5m2", "int8", "uint8",
+      "int16",   "int32",   "uint32",   "int64",   "uint64",      "byte",        "none"};
+  return dtypes;
+}
+
 double recorded_cores(const Provenance& p) {
   const auto c = p.devices.find("cpu_cores");
   return c == p.devices.end() ? 1.0 : std::max(1.0, std::atof(c->second.c_str()));
@@ -212,7 +219,14 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
   m.ranks = get<int>(j, "ranks", where);
   m.nodes = get<int>(j, "nodes", where);
   m.bytes = get<double>(j, "bytes", where);
-  m.dtype = j.value("dtype", "float32");
+  if (j.contains("dtype")) {
+    m.dtype = get<std::string>(j, "dtype", where);
+    if (std::find(known_dtypes().begin(), known_dtypes().end(), m.dtype) == known_dtypes().end()) {
+      fail_at({where}, "dtype",
+              fmt::format("unknown element type '{}'{}", m.dtype,
+                          did_you_mean(m.dtype, known_dtypes())));
+    }
+  }
   m.samples_s = get<std::vector<double>>(j, "samples_s", where);
   if (j.contains("flops")) m.flops = get<double>(j, "flops", where);
   if (j.contains("shape")) m.shape = get<std::string>(j, "shape", where);

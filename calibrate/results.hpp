@@ -79,6 +79,9 @@ bool was_busy(const Provenance& p);
 
 // The ops a results file may contain.
 const std::vector<std::string>& known_ops();
+// The element types a results file may name (Measurement::dtype): what the benchmarks and
+// importers write.
+const std::vector<std::string>& known_dtypes();
 
 nlohmann::json to_json(const Provenance& p);
 nlohmann::json to_json(const Measurement& m);
