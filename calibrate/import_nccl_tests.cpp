@@ -552,6 +552,7 @@ struct TextReader {
       transport = given;
     }
 
+    double previous_bytes = 0;  // nccl-tests steps its sizes up (-f, -i); equal ones can round
     for (const auto& row : rows) {
       const SourceLocation where = at(row.line);
       const auto& tokens = row.tokens;
@@ -566,6 +567,13 @@ struct TextReader {
       const double busbw = number(c.busbw, "busbw");
       if (!(time_us > 0)) fail_at(where, "time", "must be a positive time in us");
       check_size(where, "size", bytes);
+      if (bytes < previous_bytes) {
+        fail_at(where, "size",
+                fmt::format("{:.0f} B after {:.0f} B: nccl-tests prints a table's sizes in "
+                            "ascending order (rows of two runs run together?)",
+                            bytes, previous_bytes));
+      }
+      previous_bytes = bytes;
       check_busbw(where, "busbw", op, ranks, algbw, busbw,
                   half_unit(tokens[c.busbw]) + half_unit(tokens[c.algbw]) * bus_factor(op, ranks));
       const auto dtype = dtype_of(tokens[c.type]);
