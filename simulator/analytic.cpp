@@ -373,8 +373,18 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
   if (host_work) {
     observers.emit({SpanKind::kBackward, 0, 0, "backward", forward_end, backward_end});
   }
-  const Time update_end = comm_end + at(compute.update.value());
-  observers.emit({SpanKind::kUpdate, 0, 0, "update", comm_end, update_end});
+  const Time done = comm_end + at(compute.update.value());
+  observers.emit({SpanKind::kUpdate, 0, 0, "update", comm_end, done});
+  // The slowest node's input pipeline: no step is shorter than its interval (docs/simulator.md,
+  // "Input pipeline").
+  Time update_end = done;
+  if (!setup.input_interval.empty()) {
+    update_end = std::max(
+        done, to_time(*std::max_element(setup.input_interval.begin(), setup.input_interval.end())));
+    if (update_end > done) {
+      observers.emit({SpanKind::kInputWait, 0, -1, "waiting for input", done, update_end});
+    }
+  }
   observers.emit({SpanKind::kIteration, 0, -1, "step", 0, update_end});
   return result;
 }

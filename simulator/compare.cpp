@@ -143,11 +143,17 @@ std::string verdict_why(const Prediction& w, const std::string& wname, const Pre
       {"stragglers", r.loss.stragglers - w.loss.stragglers}};
   const auto top = *std::max_element(
       diff.begin(), diff.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  // Where the input pipeline bounds the steps, the schemes' own differences hide behind it.
+  std::string input;
+  if (w.input_wait_s && r.input_wait_s && (*w.input_wait_s > 0 || *r.input_wait_s > 0)) {
+    input = fmt::format("; steps wait for the input pipeline: {} {:.3f} ms, {} {:.3f} ms", wname,
+                        *w.input_wait_s * 1e3, rname, *r.input_wait_s * 1e3);
+  }
   return fmt::format(
       "{} wins: {:.1f} samples/s, {:.1f}% more than {}; the step is {:.3f} ms shorter, most of "
-      "it {} ({:.3f} ms per step)",
+      "it {} ({:.3f} ms per step){}",
       wname, w.throughput, (w.throughput / r.throughput - 1) * 100, rname,
-      (r.step_time_s - w.step_time_s) * 1e3, top.first, top.second * 1e3);
+      (r.step_time_s - w.step_time_s) * 1e3, top.first, top.second * 1e3, input);
 }
 
 // The same job: one framework, strategy and settings (a scheme's name only picks them).

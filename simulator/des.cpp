@@ -99,7 +99,7 @@ class DesStep {
   struct Gpu {
     int iteration = 0;
     double factor = 1;  // this step's compute slowdown
-    Time backward_start = 0, backward_end = 0;
+    Time forward_start = 0, backward_start = 0, backward_end = 0;
     bool backward_done = false;
     Time backward_due = 0;  // when backward ends, host CPU taken by communication included
     std::uint64_t due_generation = 0;
@@ -137,6 +137,7 @@ class DesStep {
     g.factor = factors_[static_cast<std::size_t>(r)];
     g.backward_done = false;
     const Time start = kernel_.now();
+    g.forward_start = start;
     const Time end = start + scaled(forward_, g);
     if (obs_.wants_layers()) {
       Time t = start;
@@ -751,8 +752,16 @@ class DesStep {
   void start_update(int r) {
     const auto& g = gpus_[static_cast<std::size_t>(r)];
     const Time start = kernel_.now();
-    const Time end = start + scaled(s_.compute.update.value(), g);
-    obs_.emit({SpanKind::kUpdate, g.iteration, r, "update", start, end});
+    const Time done = start + scaled(s_.compute.update.value(), g);
+    obs_.emit({SpanKind::kUpdate, g.iteration, r, "update", start, done});
+    // Its node's input pipeline delivers the next batch no sooner than the interval after this
+    // step's began (docs/simulator.md, "Input pipeline"): the step ends waiting for it.
+    natural_end_ = std::max(natural_end_, done);
+    const Time end =
+        s_.input_interval.empty()
+            ? done
+            : std::max(done,
+                       g.forward_start + to_time(s_.input_interval[static_cast<std::size_t>(r)]));
     if (++updating_ == n() && iteration_ + 1 < s_.iterations) begin_iteration(iteration_ + 1);
     kernel_.at(end, [this, r] { update_done(r); });
   }
@@ -762,6 +771,10 @@ class DesStep {
   void update_done(int r) {
     const int i = gpus_[static_cast<std::size_t>(r)].iteration;
     if (++updated_ == n()) {
+      if (kernel_.now() > natural_end_) {
+        obs_.emit({SpanKind::kInputWait, i, -1, "waiting for input", natural_end_, kernel_.now()});
+      }
+      natural_end_ = 0;
       obs_.emit({SpanKind::kIteration, i, -1, "step", iteration_start_, kernel_.now()});
       iteration_start_ = kernel_.now();
       updated_ = 0;
@@ -792,6 +805,7 @@ class DesStep {
 
   int iteration_ = 0;
   Time iteration_start_ = 0;
+  Time natural_end_ = 0;        // the step's latest update end, before any wait for input
   std::vector<Time> ready_at_;  // per checkpoint: the latest rank reaching it
   std::vector<char> fired_;     // per checkpoint: its gradients are out
   std::uint64_t checkpoint_generation_ = 0;

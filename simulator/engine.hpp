@@ -45,6 +45,10 @@ struct StepSetup {
   // By rank, its speed relative to the GPU profile's (PredictOptions::gpu_speed); empty: every
   // rank at the profile's speed.
   std::vector<double> rank_speed;
+  // By rank, the least time (s) between the starts of two of its steps that its node's input
+  // pipeline allows: the node's GPUs' samples of a step over the pipeline's rate
+  // (PredictOptions::input_rate; docs/simulator.md, "Input pipeline"); empty: no bound.
+  std::vector<double> input_interval;
 };
 
 // GPU memory traffic of an NCCL kernel per byte it sends: the received copy written and read

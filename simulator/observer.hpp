@@ -25,6 +25,9 @@ enum class SpanKind {
   // The job: host CPU time a collective's library work took from the ranks' compute where they
   // share cores with it (docs/simulator.md, "Shared cores"); backward ends that much later.
   kHostShare,
+  // The job: the step's end waiting for the input pipeline's next batch, from when the step
+  // would have ended to when it does (docs/simulator.md, "Input pipeline").
+  kInputWait,
 };
 
 struct Span {

@@ -31,6 +31,7 @@ class Breakdown : public StepObserver {
     Time begin = 0, end = 0;
     Time backward_end = 0;
     Time host_share = 0;  // compute lost to the host's communication work
+    Time input_wait = 0;  // the step's end waiting for the input pipeline
     std::vector<Span> channel;
   };
   void on_span(const Span& s) override {
@@ -51,6 +52,9 @@ class Breakdown : public StepObserver {
         break;
       case SpanKind::kHostShare:
         st.host_share += s.end - s.begin;
+        break;
+      case SpanKind::kInputWait:
+        st.input_wait += s.end - s.begin;
         break;
       default:
         break;
@@ -86,6 +90,7 @@ Means summarize(const Breakdown& b) {
     m.step += to_seconds(st.end - st.begin);
     m.backward_end += to_seconds(st.backward_end - st.begin);
     m.loss.communication_on_compute += to_seconds(st.host_share);
+    m.loss.input_pipeline += to_seconds(st.input_wait);
     Time comm_end = st.backward_end;
     for (const auto& c : st.channel) {
       comm_end = std::max(comm_end, c.end);
@@ -144,7 +149,7 @@ Means summarize(const Breakdown& b) {
   m.groups = static_cast<int>(std::lround(m.groups / n));
   for (double* v : {&m.loss.exposed_bandwidth, &m.loss.latency_and_small_messages,
                     &m.loss.fusion_or_bucket_waiting, &m.loss.parameter_server_bottleneck,
-                    &m.loss.communication_on_compute}) {
+                    &m.loss.communication_on_compute, &m.loss.input_pipeline}) {
     *v /= n;
   }
   return m;
@@ -203,6 +208,18 @@ bool PredictInputs::matches(const PredictOptions& o) const {
 namespace {
 
 // What the options alone can tell, before any file is read.
+// By rank, the least time between two step starts its node's input pipeline allows: the
+// node's GPUs' samples of a step over the pipeline's rate (docs/simulator.md, "Input pipeline").
+std::vector<double> input_intervals(const networks::Communicator& comm, std::int64_t batch,
+                                    double rate) {
+  std::vector<double> interval(static_cast<std::size_t>(comm.size()), 0.0);
+  for (const auto& ranks : comm.ranks_by_node()) {
+    const double t = static_cast<double>(batch) * static_cast<double>(ranks.size()) / rate;
+    for (int r : ranks) interval[static_cast<std::size_t>(r)] = t;
+  }
+  return interval;
+}
+
 void check_options(const PredictOptions& o) {
   if (o.gpus < 1) fail_at({}, "gpus", fmt::format("must be at least 1, got {}", o.gpus));
   if (o.iterations < 1) {
@@ -216,6 +233,11 @@ void check_options(const PredictOptions& o) {
     fail_at({}, "anchor_throughput",
             fmt::format("must be positive samples/s, at most {:g}, got {}", kMaxAnchorThroughput,
                         *o.anchor_throughput));
+  }
+  if (o.input_rate && !(*o.input_rate > 0 && *o.input_rate <= kMaxInputRate)) {
+    fail_at({}, "input_rate",
+            fmt::format("must be positive samples/s per node, at most {:g}, got {}", kMaxInputRate,
+                        *o.input_rate));
   }
   for (const auto& [rank, speed] : o.gpu_speed) {
     if (rank < 0 || rank >= o.gpus) {
@@ -374,6 +396,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
       networks::with_server_nodes(cluster, placement, dedicated ? setup.resolved.ps.servers : 0);
   setup.topo = std::make_unique<networks::Topology>(cluster, job_nodes.nodes, o.rails.value_or(0));
   setup.comm = networks::make_communicator(*setup.topo, placement, job_nodes.server_slots);
+  if (o.input_rate) setup.input_interval = input_intervals(setup.comm, batch, *o.input_rate);
   // Negotiation messages repeat every cycle with the same size: cost each size once.
   const auto once_per_size = [&setup](Seconds (*cost)(const networks::Communicator&, Bytes)) {
     return [&setup, cost, cache = std::make_shared<std::map<double, Seconds>>()](Bytes b) {
@@ -409,6 +432,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   // The single-GPU step at the same per-GPU batch: the same engine on one GPU.
   double single = m.step;
   double single_backward_end = m.backward_end;
+  double single_input_wait = m.loss.input_pipeline;
   if (o.gpus > 1 || !setup.rank_speed.empty()) {
     StepSetup one;
     one.cluster = setup.cluster;
@@ -420,6 +444,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
     const auto pl1 = networks::place(cluster, p1);
     one.topo = std::make_unique<networks::Topology>(cluster, pl1.nodes, o.rails.value_or(0));
     one.comm = networks::make_communicator(*one.topo, pl1);
+    if (o.input_rate) one.input_interval = input_intervals(one.comm, batch, *o.input_rate);
     one.policy = setup.policy;
     one.resolved = setup.resolved;
     one.job = setup.job;
@@ -438,6 +463,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
     const Means m1 = summarize(b1);
     single = m1.step;
     single_backward_end = m1.backward_end;
+    single_input_wait = m1.loss.input_pipeline;
   }
 
   Prediction p;
@@ -468,9 +494,12 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
       m.backward_end - single_backward_end - p.loss.communication_on_compute - cast_before.value();
   p.loss.communication_on_compute += (cast_before + cast_after).value();
   if (std::abs(p.loss.stragglers) < 1e-12) p.loss.stragglers = 0;  // rounding of the subtraction
+  // The wait beyond what the 1-GPU step already waits.
+  p.loss.input_pipeline = m.loss.input_pipeline - single_input_wait;
+  if (std::abs(p.loss.input_pipeline) < 1e-12) p.loss.input_pipeline = 0;
   const double parts = p.loss.exposed_bandwidth + p.loss.latency_and_small_messages +
                        p.loss.fusion_or_bucket_waiting + p.loss.parameter_server_bottleneck +
-                       p.loss.communication_on_compute + p.loss.stragglers;
+                       p.loss.communication_on_compute + p.loss.input_pipeline + p.loss.stragglers;
   p.loss.other = (m.step - single) - parts;
   p.memory = memory;
   p.memory_capacity_bytes = capacity.value();
@@ -651,6 +680,17 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   } else {
     p.why.push_back("one GPU: no gradient exchange");
   }
+  if (o.input_rate) {
+    const double interval =
+        *std::max_element(setup.input_interval.begin(), setup.input_interval.end());
+    p.input_wait_s = m.loss.input_pipeline;
+    p.why.push_back(fmt::format(
+        "input pipeline: {:g} samples/s per node; a node's {:.0f} samples a step take it {}, the "
+        "least a step can take; the step waits {} for its batches{} (docs/simulator.md, \"Input "
+        "pipeline\")",
+        *o.input_rate, interval * *o.input_rate, ms(interval), ms(*p.input_wait_s),
+        o.gpus > 1 ? fmt::format(", one GPU alone {}", ms(single_input_wait)) : ""));
+  }
   if (!o.gpu_speed.empty()) {
     std::vector<std::string> given;
     for (const auto& [rank, speed] : o.gpu_speed) {
@@ -686,6 +726,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
       {"engine", to_string(o.engine)},
       {"anchor_throughput_samples_per_s",
        o.anchor_throughput ? nlohmann::json(*o.anchor_throughput) : nlohmann::json()}};
+  if (o.input_rate) p.inputs["input_rate_samples_per_s"] = *o.input_rate;
   if (!o.gpu_speed.empty()) {
     nlohmann::json speeds = nlohmann::json::object();
     for (const auto& [rank, speed] : o.gpu_speed) speeds[std::to_string(rank)] = speed;
@@ -715,6 +756,7 @@ nlohmann::json to_json(const Prediction& p) {
   j["communication_s"] = p.communication_s;
   j["exposed_communication_s"] = p.exposed_communication_s;
   j["after_backward_s"] = p.after_backward_s;
+  if (p.input_wait_s) j["input_wait_s"] = *p.input_wait_s;
   j["collectives_per_step"] = p.groups;
   j["gradient_bytes"] = p.gradient_bytes;
   j["memory_per_gpu_bytes"] = p.memory.total().value();
@@ -734,6 +776,7 @@ nlohmann::json to_json(const Prediction& p) {
                           {"fusion_or_bucket_waiting", p.loss.fusion_or_bucket_waiting / t},
                           {"parameter_server_bottleneck", p.loss.parameter_server_bottleneck / t},
                           {"communication_on_compute", p.loss.communication_on_compute / t},
+                          {"input_pipeline", p.loss.input_pipeline / t},
                           {"stragglers", p.loss.stragglers / t},
                           {"other", p.loss.other / t}};
   j["policy"] = {{"description", p.policy_description}, {"settings", p.policy_settings}};
@@ -785,8 +828,11 @@ std::string to_table(const Prediction& p) {
            {"fusion or bucket waiting", p.loss.fusion_or_bucket_waiting},
            {"parameter-server bottleneck", p.loss.parameter_server_bottleneck},
            {"communication on compute", p.loss.communication_on_compute},
+           {"input pipeline", p.loss.input_pipeline},
            {"stragglers", p.loss.stragglers},
            {"other", p.loss.other}}) {
+    // The input pipeline is a part only where its rate was given.
+    if (name == "input pipeline" && !p.input_wait_s) continue;
     o << fmt::format("    {:<32} {}\n", name, pct(v / t));
   }
   o << "  why:\n";

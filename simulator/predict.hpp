@@ -55,6 +55,9 @@ struct PredictOptions {
   bool mirror_nodes = true;
   Engine engine = Engine::kDes;
   std::optional<double> anchor_throughput;  // samples/s on one GPU at this batch
+  // What each node's input pipeline (its data loaders, all its GPUs' together) delivers,
+  // samples/s; nullopt: it keeps up with any step (docs/simulator.md, "Input pipeline").
+  std::optional<double> input_rate;
   // GPUs known to run at another speed than their profile's (a GPU that `dlcalibrate fit` named
   // an outlier): rank -> its speed relative to the profile's, in (0, kMaxGpuSpeed]. The 1-GPU
   // step that efficiencies are measured by stays the profile's.
@@ -64,6 +67,8 @@ inline constexpr double kMaxGpuSpeed = 4.0;
 // The largest --anchor-throughput: 10^9 samples/s on one GPU, far above any model's rate (its
 // compute times would otherwise scale below the clock's picosecond).
 inline constexpr double kMaxAnchorThroughput = 1e9;
+// The largest --input-rate, samples/s per node, for the same reason.
+inline constexpr double kMaxInputRate = 1e9;
 inline constexpr std::int64_t kDefaultBatch = 32;
 using model::kMaxBatch;
 
@@ -82,6 +87,7 @@ struct EfficiencyLoss {
   double parameter_server_bottleneck = 0;
   double communication_on_compute = 0;  // compute lost to communication work: bucket copies
                                         // on the compute stream, host CPU (shared cores)
+  double input_pipeline = 0;            // waiting for the next batch (PredictOptions::input_rate)
   double stragglers = 0;
   double other = 0;
 };
@@ -107,6 +113,8 @@ struct Prediction {
   int groups = 0;  // collectives per step
   double gradient_bytes = 0;
   double anchor_scale = 1;
+  // The mean wait of a step for the input pipeline's batches (s), where its rate was given.
+  std::optional<double> input_wait_s;
   std::string policy_description;
   std::map<std::string, std::string> policy_settings;
   // The largest exchange (a full fusion buffer or bucket) alone: its time and what bounds it.

@@ -150,6 +150,9 @@ void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strat
   c->add_option("--engine", f.engine, "des or analytic")->capture_default_str();
   c->add_option("--anchor-throughput", f.anchor,
                 "Measured single-GPU samples/s at this batch: compute is scaled to match");
+  c->add_option("--input-rate", f.base.input_rate,
+                "Samples/s each node's input pipeline delivers (its data loaders alone, all its "
+                "GPUs'): no step is shorter than its samples over this (default: keeps up)");
   c->add_option("--format", f.format, "table, json or csv")->capture_default_str();
   c->add_option("-o,--output", f.output, "Write to this file");
 }

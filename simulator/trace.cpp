@@ -18,6 +18,8 @@ const char* category(SpanKind k) {
       return "update";
     case SpanKind::kIteration:
       return "step";
+    case SpanKind::kInputWait:
+      return "input";
     default:
       return "communication";
   }
@@ -48,6 +50,11 @@ void TraceWriter::on_span(const Span& s) {
       // The job's steps on a process of their own after the nodes.
       event(fmt::format("step {}", s.iteration), category(s.kind),
             ranks_.empty() ? 0 : ranks_.back().node + 1, 0, s.begin, s.end, 0);
+      return;
+    case SpanKind::kInputWait:
+      // Beside the job's steps: the end of a step waiting for its batches.
+      event(std::string(s.name), category(s.kind), ranks_.empty() ? 0 : ranks_.back().node + 1, 1,
+            s.begin, s.end, 0);
       return;
     default:
       break;

@@ -103,6 +103,9 @@ expect_failure "--gpus-per-node: Value 0 not in range" "${p[@]}" --gpus-per-node
 expect_failure "--gpus-per-node: Value -2 not in range" "${p[@]}" --gpus-per-node -2
 expect_failure "--anchor-throughput: must be positive samples/s, got nan" "${p[@]}" --anchor-throughput nan
 expect_failure "--anchor-throughput: must be positive samples/s, got inf" "${p[@]}" --anchor-throughput inf
+expect_failure "--input-rate: must be positive samples/s per node, at most 1e+09, got 0" "${p[@]}" --input-rate 0
+expect_failure "--input-rate: must be positive samples/s per node, at most 1e+09, got nan" "${p[@]}" --input-rate nan
+expect_failure "--input-rate: must be positive samples/s per node, at most 1e+09, got -5" compare --model resnet50 --gpus 8 --strategy ring,ps --input-rate -5
 expect_failure "--anchor-throughput: must be positive samples/s, got 0" "${p[@]}" --anchor-throughput 0
 expect_failure "--anchor-throughput" "${p[@]}" --anchor-throughput 1e999
 expect_failure "--gpu-speed: rank 8 is not in a job of 8 GPU(s)" predict --model resnet50 --gpus 8 --gpu-speed 8=0.5

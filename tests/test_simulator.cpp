@@ -170,6 +170,45 @@ TEST_CASE("efficiency_loss_parts_add_up_to_one_minus_the_efficiency") {
   }
 }
 
+TEST_CASE("input_pipeline_bounds_each_step_at_its_nodes_samples_over_the_rate") {
+  // docs/simulator.md, "Input pipeline": 16 GPUs on 4 nodes of 4, batch 32: a node needs 128
+  // samples a step; at 1,000 samples/s per node no step is shorter than 128 ms, and a job that
+  // computes faster runs at exactly that, 4 nodes x 1,000 samples/s.
+  for (const auto engine : {sim::Engine::kDes, sim::Engine::kAnalytic}) {
+    CAPTURE(sim::to_string(engine));
+    auto o = options("resnet50", 16);
+    o.engine = engine;
+    const auto free = sim::predict(o);
+    REQUIRE(free.step_time_s < 0.128);
+    REQUIRE(!free.input_wait_s);
+    o.input_rate = 1000;
+    const auto bound = sim::predict(o);
+    CHECK(bound.step_time_s == dlsim_test::approx(0.128).epsilon(1e-9));
+    CHECK(bound.throughput == dlsim_test::approx(4000.0).epsilon(1e-9));
+    // One GPU alone needs 32 samples (32 ms): not bound, so all of the wait is the job's loss.
+    CHECK(bound.single_gpu_step_s == dlsim_test::approx(free.single_gpu_step_s).epsilon(1e-12));
+    REQUIRE(bound.input_wait_s);
+    CHECK(bound.loss.input_pipeline == dlsim_test::approx(*bound.input_wait_s).epsilon(1e-12));
+    CHECK(bound.loss.input_pipeline > 0.0);
+    const auto& l = bound.loss;
+    const double sum = l.exposed_bandwidth + l.latency_and_small_messages +
+                       l.fusion_or_bucket_waiting + l.parameter_server_bottleneck +
+                       l.communication_on_compute + l.input_pipeline + l.stragglers + l.other;
+    CHECK(sum / bound.step_time_s ==
+          dlsim_test::approx(1 - bound.scaling_efficiency).epsilon(1e-9));
+    // A pipeline that keeps up changes nothing.
+    o.input_rate = 1e6;
+    const auto fast = sim::predict(o);
+    CHECK(fast.step_time_s == free.step_time_s);
+    CHECK(fast.loss.input_pipeline == 0.0);
+    // One GPU bound by its node's pipeline: 32 samples at 100 samples/s.
+    auto one = options("resnet50", 1);
+    one.engine = engine;
+    one.input_rate = 100;
+    CHECK(sim::predict(one).step_time_s == dlsim_test::approx(0.32).epsilon(1e-9));
+  }
+}
+
 TEST_CASE("more_network_bandwidth_is_never_slower") {
   // Line rates on the same transport (kernel TCP without a per-stream limit). The 100gbe preset
   // is left out: one TCP stream there moves 15 Gbit/s, so a rank's traffic can be slower than
