@@ -30,6 +30,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torchvision
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jpeg_folder  # noqa: E402
+
 MODELS = {"alexnet": 224, "resnet18": 224, "resnet34": 224, "resnet50": 224, "vgg11": 224,
           "vgg16": 224, "googlenet": 224}
 
@@ -71,6 +74,10 @@ def run(rank, args, init_method, queue, local_rank=0):
     side = MODELS[args.model]
     data = torch.randn(args.batch, 3, side, side, device=device)
     target = torch.randint(0, 1000, (args.batch,), device=device)
+    # --data: each step first takes its batch from the rank's DataLoader (jpeg_folder.py), its
+    # wait for the loader's workers counted in the step.
+    batches = (jpeg_folder.loader(args.data, args.batch, args.workers, args.seed + rank, side)
+               if args.data else None)
     times, local = [], []
     paired = args.paired and args.ranks > 1
     for i in range(args.warmup + args.steps * (2 if paired else 1)):
@@ -79,6 +86,8 @@ def run(rank, args, init_method, queue, local_rank=0):
         exchange = not paired or (i - args.warmup) % 2 == 0
         sync(args)
         t0 = time.perf_counter()
+        if batches is not None:
+            data, target = (t.to(device) for t in next(batches))
         opt.zero_grad(set_to_none=True)
         with contextlib.nullcontext() if exchange else model.no_sync():
             loss = loss_fn(model(data), target)
@@ -156,6 +165,12 @@ def main():
                         "(dlvalidate launch, docs/launch.md); rank 0 prints the JSON")
     p.add_argument("--fp16-compress", action="store_true",
                    help="register DDP's fp16_compress_hook: buckets travel as float16")
+    p.add_argument("--data", default=None,
+                   help="train on the JPEG images of this folder through a DataLoader per rank "
+                        "(jpeg_folder.py), the batch's wait counted in the step; default: one "
+                        "synthetic batch reused")
+    p.add_argument("--workers", type=int, default=1,
+                   help="DataLoader workers per rank with --data")
     p.add_argument("--paired", action="store_true",
                    help="with 2+ ranks, alternate each timed step with one under no_sync() (no "
                         "gradient exchange): --steps of each")
@@ -172,6 +187,19 @@ def main():
     if args.warmup < 0:
         print("ddp_step.py: --warmup must not be negative", file=sys.stderr)
         return 2
+    if args.workers < 0:
+        print("ddp_step.py: --workers must not be negative", file=sys.stderr)
+        return 2
+    if args.data:
+        try:
+            images = len(jpeg_folder.image_files(args.data))
+        except (ValueError, OSError) as e:
+            print(f"ddp_step.py: --data: {e}", file=sys.stderr)
+            return 2
+        if images < args.batch:
+            print(f"ddp_step.py: --data: {args.data}: {images} images, fewer than a batch of "
+                  f"{args.batch}", file=sys.stderr)
+            return 2
     if args.backend is None:
         args.backend = "nccl" if args.device == "cuda" else "gloo"
     if args.launched:
@@ -220,6 +248,8 @@ def main():
         "bucket_cap_mb": args.bucket_cap_mb,
         "comm_hook": "fp16_compress_hook" if args.fp16_compress and args.ranks > 1 else None,
         "device": args.device,
+        "data": os.path.abspath(args.data) if args.data else "synthetic",
+        "loader_workers_per_rank": args.workers if args.data else None,
         "optimizer": "sgd momentum 0.9", "warmup_steps": args.warmup, "step_times_s": times,
         "step_s": mean, "samples_per_s": args.batch * args.ranks / mean,
         "torch": torch.__version__, "torchvision": torchvision.__version__, "cpu": cpu_model(),
