@@ -177,6 +177,8 @@ expect_failure "'cases[0].predict.overlap': expected true or false, got 'sometim
   --cases "$fx/bad_overlap.yaml"
 expect_failure "'cases[0].predict.partition': must be positive" --data "$tp" \
   --cases "$fx/bad_partition.yaml"
+expect_failure "'cases[0].predict.input_rate': must be positive samples/s per node, at most 1e+09, got -3" \
+  --data "$tp" --cases "$fx/bad_input_rate.yaml"
 expect_failure "'cases[0].predict.xla': expected true or false, got 'yes please'" --data "$tp" \
   --cases "$fx/bad_xla.yaml"
 expect_failure "case 'resnet50': 1 GPUs: xla: does not apply to framework 'pytorch-ddp'" \

@@ -287,6 +287,16 @@ CaseFile cases_from(const ConfigNode& root, const std::string& path) {
     if (p.has("overlap")) o.overlap = p.get<bool>("overlap");
     if (p.has("xla")) o.framework_options.xla = p.get<bool>("xla");
     if (p.has("host_staging")) o.framework_options.host_staging = p.get<bool>("host_staging");
+    if (p.has("input_rate")) {
+      // Samples/s per node the runs' input pipeline was measured to deliver.
+      const double v = p.get<double>("input_rate");
+      if (!(v > 0 && v <= simulator::kMaxInputRate)) {
+        p.child("input_rate")
+            .fail(fmt::format("must be positive samples/s per node, at most {:g}, got {}",
+                              simulator::kMaxInputRate, v));
+      }
+      o.input_rate = v;
+    }
     if (p.has("partition")) {
       o.framework_options.partition_bytes = quantity("partition", parse_whole_bytes);
       if (!(o.framework_options.partition_bytes->value() > 0)) {
