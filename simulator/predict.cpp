@@ -19,6 +19,7 @@
 #include "networks/placement.hpp"
 #include "simulator/engine.hpp"
 #include "simulator/flow_network.hpp"
+#include "simulator/kernel.hpp"
 
 namespace dlsim::simulator {
 namespace {
@@ -207,7 +208,6 @@ bool PredictInputs::matches(const PredictOptions& o) const {
 
 namespace {
 
-// What the options alone can tell, before any file is read.
 // By rank, the least time between two step starts its node's input pipeline allows: the
 // node's GPUs' samples of a step over the pipeline's rate (docs/simulator.md, "Input pipeline").
 std::vector<double> input_intervals(const networks::Communicator& comm, std::int64_t batch,
@@ -220,6 +220,7 @@ std::vector<double> input_intervals(const networks::Communicator& comm, std::int
   return interval;
 }
 
+// What the options alone can tell, before any file is read.
 void check_options(const PredictOptions& o) {
   if (o.gpus < 1) fail_at({}, "gpus", fmt::format("must be at least 1, got {}", o.gpus));
   if (o.iterations < 1) {
@@ -396,7 +397,20 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
       networks::with_server_nodes(cluster, placement, dedicated ? setup.resolved.ps.servers : 0);
   setup.topo = std::make_unique<networks::Topology>(cluster, job_nodes.nodes, o.rails.value_or(0));
   setup.comm = networks::make_communicator(*setup.topo, placement, job_nodes.server_slots);
-  if (o.input_rate) setup.input_interval = input_intervals(setup.comm, batch, *o.input_rate);
+  if (o.input_rate) {
+    setup.input_interval = input_intervals(setup.comm, batch, *o.input_rate);
+    // The steps the engine runs back to back must stay within the simulator's clock.
+    const double least =
+        *std::max_element(setup.input_interval.begin(), setup.input_interval.end());
+    const int steps = o.engine == Engine::kDes ? o.iterations : 1;
+    if (least * steps > kMaxSimulatedSeconds) {
+      fail_at(
+          {}, "input_rate",
+          fmt::format("{:g} samples/s per node makes a step of at least {:.3g} s ({:.0f} "
+                      "samples a node): {} step(s) pass the simulator's clock of {:g} s",
+                      *o.input_rate, least, least * *o.input_rate, steps, kMaxSimulatedSeconds));
+    }
+  }
   // Negotiation messages repeat every cycle with the same size: cost each size once.
   const auto once_per_size = [&setup](Seconds (*cost)(const networks::Communicator&, Bytes)) {
     return [&setup, cost, cache = std::make_shared<std::map<double, Seconds>>()](Bytes b) {

@@ -67,7 +67,8 @@ inline constexpr double kMaxGpuSpeed = 4.0;
 // The largest --anchor-throughput: 10^9 samples/s on one GPU, far above any model's rate (its
 // compute times would otherwise scale below the clock's picosecond).
 inline constexpr double kMaxAnchorThroughput = 1e9;
-// The largest --input-rate, samples/s per node, for the same reason.
+// The largest --input-rate, samples/s per node: a bound far above any loader's (a higher one
+// would make a step's interval round to no time at all).
 inline constexpr double kMaxInputRate = 1e9;
 inline constexpr std::int64_t kDefaultBatch = 32;
 using model::kMaxBatch;

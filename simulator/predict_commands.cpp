@@ -268,8 +268,12 @@ void run_scale(const CommonFlags& f, const std::string& gpus, const std::string&
     out = csv_rows(rows);
   } else {
     const auto& p0 = rows.front();
-    out = fmt::format("{} on {}, {} / {}, batch {} per GPU, {}, {} engine\n", p0.model, p0.cluster,
-                      p0.framework, p0.strategy, p0.batch_per_gpu, p0.precision, p0.engine);
+    out = fmt::format(
+        "{} on {}, {} / {}, batch {} per GPU, {}, {} engine{}\n", p0.model, p0.cluster,
+        p0.framework, p0.strategy, p0.batch_per_gpu, p0.precision, p0.engine,
+        f.base.input_rate
+            ? fmt::format(", input pipeline {:g} samples/s per node", *f.base.input_rate)
+            : "");
     out += fmt::format("{:>6} {:>6} {:>14} {:>18} {:>18} {:>11} {:>14}\n", "gpus", "nodes",
                        "step (ms)", "samples/s", "ideal samples/s", "efficiency", "exposed (ms)");
     for (const auto& p : rows) {

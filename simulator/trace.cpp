@@ -93,6 +93,9 @@ std::string TraceWriter::str() const {
   }
   const int job = ranks_.empty() ? 0 : ranks_.back().node + 1;
   add(fmt::format(R"({{"name":"process_name","ph":"M","pid":{},"args":{{"name":"job"}}}})", job));
+  add(fmt::format(R"({{"name":"thread_name","ph":"M","pid":{},"tid":1,)"
+                  R"("args":{{"name":"waiting for input"}}}})",
+                  job));
   std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n" + meta;
   if (!events_.empty()) out += ",\n" + events_;
   out += "\n]}\n";

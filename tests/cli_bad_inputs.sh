@@ -105,6 +105,7 @@ expect_failure "--anchor-throughput: must be positive samples/s, got nan" "${p[@
 expect_failure "--anchor-throughput: must be positive samples/s, got inf" "${p[@]}" --anchor-throughput inf
 expect_failure "--input-rate: must be positive samples/s per node, at most 1e+09, got 0" "${p[@]}" --input-rate 0
 expect_failure "--input-rate: must be positive samples/s per node, at most 1e+09, got nan" "${p[@]}" --input-rate nan
+expect_failure "--input-rate: 1e-05 samples/s per node makes a step of at least 1.28e+07 s (128 samples a node): 5 step(s) pass the simulator's clock" predict --model resnet50 --gpus 8 --input-rate 1e-5
 expect_failure "--input-rate: must be positive samples/s per node, at most 1e+09, got -5" compare --model resnet50 --gpus 8 --strategy ring,ps --input-rate -5
 expect_failure "--anchor-throughput: must be positive samples/s, got 0" "${p[@]}" --anchor-throughput 0
 expect_failure "--anchor-throughput" "${p[@]}" --anchor-throughput 1e999

@@ -51,6 +51,11 @@ refuses "no JPEG files" "$rate" --data "$tmp/empty"
 refuses "fewer than a batch of 64" "$rate" --data "$tmp/images" --batch 64
 refuses "already exists" "$rate" --data "$tmp/images" --make-images 2
 refuses "--size: expected WxH" "$rate" --data "$tmp/new" --make-images 2 --size 640
+refuses "not a folder" "$rate" --data "$tmp/no-such-folder"
+cp -r "$tmp/images" "$tmp/damaged"
+: >"$tmp/damaged/empty.jpg"
+refuses "cannot identify image file '$tmp/damaged/empty.jpg'" "$rate" --data "$tmp/damaged" \
+  --batch 13 --warmup 1 --batches 1 --ranks 2
 refuses "--data: $tmp/empty: no JPEG files" "$root/validate/torch/ddp_step.py" --model resnet18 \
   --data "$tmp/empty"
 

@@ -58,15 +58,45 @@ def make_images(folder, count, width, height, seed):
 
 
 def rank_loop(rank, args, barrier, queue):
-    torch.set_num_threads(1)
-    batches = jpeg_folder.loader(args.data, args.batch, args.workers, args.seed + rank)
-    for _ in range(args.warmup):
-        next(batches)
-    barrier.wait()
-    t0 = time.perf_counter()
-    for _ in range(args.batches):
-        next(batches)
-    queue.put((rank, args.batches * args.batch, time.perf_counter() - t0))
+    """One loader process: ("ok", rank, samples, seconds), or ("error", rank, message) when its
+    loader fails (an unreadable image), after which the others are stopped."""
+    try:
+        torch.set_num_threads(1)
+        batches = jpeg_folder.loader(args.data, args.batch, args.workers, args.seed + rank)
+        for _ in range(args.warmup):
+            next(batches)
+        barrier.wait(timeout=600)
+        t0 = time.perf_counter()
+        for _ in range(args.batches):
+            next(batches)
+        queue.put(("ok", rank, args.batches * args.batch, time.perf_counter() - t0))
+    except Exception as e:  # reported by the parent as one line
+        # A DataLoader worker's error carries the worker's traceback: its last line says it.
+        lines = str(e).strip().splitlines()
+        queue.put(("error", rank, lines[-1] if lines else type(e).__name__))
+
+
+def collect(procs, barrier, queue):
+    """Every rank's result; the first rank's error (or a rank that died without one) is
+    returned as a message, the others let go from the barrier to end on their own."""
+    import queue as queues
+    results, error, heard = [], None, set()
+    while len(heard) < len(procs):
+        try:
+            item = queue.get(timeout=1)
+        except queues.Empty:
+            dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0) and r not in heard]
+            if not dead:
+                continue
+            item = ("error", dead[0], f"exited with code {procs[dead[0]].exitcode}")
+        heard.add(item[1])
+        if item[0] == "error":
+            if error is None:
+                error = f"rank {item[1]}: {item[2]}"
+                barrier.abort()
+        else:
+            results.append(item[1:])
+    return (None, error) if error else (sorted(results), None)
 
 
 def main():
@@ -96,7 +126,11 @@ def main():
         if os.path.exists(args.data):
             print(f"input_rate.py: --data: {args.data} already exists", file=sys.stderr)
             return 2
-        make_images(args.data, args.make_images, width, height, args.seed)
+        try:
+            make_images(args.data, args.make_images, width, height, args.seed)
+        except OSError as e:
+            print(f"input_rate.py: --data: {e}", file=sys.stderr)
+            return 2
         return 0
     for name in ("ranks", "batch", "batches"):
         if getattr(args, name) < 1:
@@ -114,14 +148,17 @@ def main():
         return 2
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(args.ranks)
-    queue = ctx.SimpleQueue()
+    queue = ctx.Queue()
     procs = [ctx.Process(target=rank_loop, args=(r, args, barrier, queue))
              for r in range(args.ranks)]
     for proc in procs:
         proc.start()
-    results = sorted(queue.get() for _ in procs)
+    results, error = collect(procs, barrier, queue)
     for proc in procs:
         proc.join()
+    if error:
+        print(f"input_rate.py: --data {args.data}: {error}", file=sys.stderr)
+        return 2
     samples = sum(n for _, n, _ in results)
     seconds = max(t for _, _, t in results)
     print(json.dumps({

@@ -11,14 +11,17 @@ import torch
 import torchvision.transforms as T
 from PIL import Image
 
-EXTENSIONS = (".jpg", ".jpeg", ".JPG", ".JPEG")
+EXTENSIONS = (".jpg", ".jpeg")
 
 
 def image_files(folder):
-    """Every JPEG under `folder`, sorted; raises ValueError naming the folder if there is none."""
+    """Every JPEG under `folder` (.jpg or .jpeg in any case), sorted; raises ValueError naming
+    the folder if it is not one or holds none."""
+    if not os.path.isdir(folder):
+        raise ValueError(f"{folder}: not a folder")
     files = []
     for root, _, names in os.walk(folder):
-        files.extend(os.path.join(root, n) for n in names if n.endswith(EXTENSIONS))
+        files.extend(os.path.join(root, n) for n in names if n.lower().endswith(EXTENSIONS))
     if not files:
         raise ValueError(f"{folder}: no JPEG files (.jpg, .jpeg) under it")
     return sorted(files)
