@@ -20,7 +20,6 @@ where another python3 comes first on PATH).
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 
@@ -30,17 +29,7 @@ import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jpeg_folder  # noqa: E402
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from ddp_step import cpu_model  # noqa: E402
 
 
 def make_images(folder, count, width, height, seed):
