@@ -108,5 +108,14 @@ grep -qF "not compared: tree: strategy: 'tree' cannot allreduce with nccl-2.3" "
 expect_failure "--strategy: 'tree' cannot allreduce with nccl-2.3" compare --model resnet50 \
   --gpus 32 --cluster dgx2h --no-crossover --strategy ring,tree
 
+# Both schemes held by the input pipeline (16 GPUs, 4 per node, batch 32: 128 samples a node at
+# 1,000 samples/s is 128 ms, more than either step): the verdict names the pipeline.
+"$dlsim" compare --model resnet50 --gpus 16 --strategy ring,ps --input-rate 1000 \
+  --no-crossover >"$tmp/input.txt" || fail "compare --input-rate failed"
+grep -qF "both steps are held by the input pipeline" "$tmp/input.txt" ||
+  fail "compare does not say that the input pipeline holds both schemes"
+grep -qE "^step \(ms\) +128\.000 +128\.000" "$tmp/input.txt" ||
+  fail "compare's steps are not 128 ms: $(grep '^step' "$tmp/input.txt")"
+
 [ "$failures" -eq 0 ] || exit 1
-echo "dlsim compare: golden text and JSON, predict naming a faster scheme, 5 bad inputs"
+echo "dlsim compare: golden text and JSON, predict naming a faster scheme, 5 bad inputs, the input pipeline"
