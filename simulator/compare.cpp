@@ -144,20 +144,21 @@ std::string verdict_why(const Prediction& w, const std::string& wname, const Pre
   const auto top = *std::max_element(
       diff.begin(), diff.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   // Where the input pipeline bounds the steps, the schemes' own differences hide behind it.
-  std::string input;
-  if (w.input_wait_s && r.input_wait_s && (*w.input_wait_s > 0 || *r.input_wait_s > 0)) {
-    input = fmt::format("; steps wait for the input pipeline: {} {:.3f} ms, {} {:.3f} ms", wname,
-                        *w.input_wait_s * 1e3, rname, *r.input_wait_s * 1e3);
-    if (*w.input_wait_s > 0 && *r.input_wait_s > 0) {
-      // Both end when their batches arrive: the pipeline, not the scheme, sets the step.
-      return fmt::format(
-          "{} wins: {:.1f} samples/s, {:.1f}% more than {}; both steps are held by the input "
-          "pipeline ({} waits {:.3f} ms a step, {} {:.3f} ms): the schemes differ only with a "
-          "faster pipeline",
-          wname, w.throughput, (w.throughput / r.throughput - 1) * 100, rname, wname,
-          *w.input_wait_s * 1e3, rname, *r.input_wait_s * 1e3);
-    }
+  const double w_wait = w.input_wait_s.value_or(0), r_wait = r.input_wait_s.value_or(0);
+  if (w_wait > 0 && r_wait > 0) {
+    // Both end when their batches arrive: the pipeline, not the scheme, sets the step.
+    return fmt::format(
+        "{} wins: {:.1f} samples/s, {:.1f}% more than {}; both steps are held by the input "
+        "pipeline ({} waits {:.3f} ms a step, {} {:.3f} ms): the schemes differ only with a "
+        "faster pipeline",
+        wname, w.throughput, (w.throughput / r.throughput - 1) * 100, rname, wname, w_wait * 1e3,
+        rname, r_wait * 1e3);
   }
+  const std::string input =
+      w_wait > 0 || r_wait > 0
+          ? fmt::format("; steps wait for the input pipeline: {} {:.3f} ms, {} {:.3f} ms", wname,
+                        w_wait * 1e3, rname, r_wait * 1e3)
+          : "";
   return fmt::format(
       "{} wins: {:.1f} samples/s, {:.1f}% more than {}; the step is {:.3f} ms shorter, most of "
       "it {} ({:.3f} ms per step){}",

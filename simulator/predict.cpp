@@ -397,18 +397,18 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
       networks::with_server_nodes(cluster, placement, dedicated ? setup.resolved.ps.servers : 0);
   setup.topo = std::make_unique<networks::Topology>(cluster, job_nodes.nodes, o.rails.value_or(0));
   setup.comm = networks::make_communicator(*setup.topo, placement, job_nodes.server_slots);
+  double least_step = 0;  // s: the slowest node's interval between step starts
   if (o.input_rate) {
     setup.input_interval = input_intervals(setup.comm, batch, *o.input_rate);
+    least_step = *std::max_element(setup.input_interval.begin(), setup.input_interval.end());
     // The steps the engine runs back to back must stay within the simulator's clock.
-    const double least =
-        *std::max_element(setup.input_interval.begin(), setup.input_interval.end());
     const int steps = o.engine == Engine::kDes ? o.iterations : 1;
-    if (least * steps > kMaxSimulatedSeconds) {
-      fail_at(
-          {}, "input_rate",
-          fmt::format("{:g} samples/s per node makes a step of at least {:.3g} s ({:.0f} "
-                      "samples a node): {} step(s) pass the simulator's clock of {:g} s",
-                      *o.input_rate, least, least * *o.input_rate, steps, kMaxSimulatedSeconds));
+    if (least_step * steps > kMaxSimulatedSeconds) {
+      fail_at({}, "input_rate",
+              fmt::format("{:g} samples/s per node makes a step of at least {:.3g} s ({:.0f} "
+                          "samples a node): {} step(s) pass the simulator's clock of {:g} s",
+                          *o.input_rate, least_step, least_step * *o.input_rate, steps,
+                          kMaxSimulatedSeconds));
     }
   }
   // Negotiation messages repeat every cycle with the same size: cost each size once.
@@ -511,6 +511,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   // The wait beyond what the 1-GPU step already waits.
   p.loss.input_pipeline = m.loss.input_pipeline - single_input_wait;
   if (std::abs(p.loss.input_pipeline) < 1e-12) p.loss.input_pipeline = 0;
+  if (o.input_rate) p.input_wait_s = m.loss.input_pipeline;
   const double parts = p.loss.exposed_bandwidth + p.loss.latency_and_small_messages +
                        p.loss.fusion_or_bucket_waiting + p.loss.parameter_server_bottleneck +
                        p.loss.communication_on_compute + p.loss.input_pipeline + p.loss.stragglers;
@@ -695,14 +696,11 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
     p.why.push_back("one GPU: no gradient exchange");
   }
   if (o.input_rate) {
-    const double interval =
-        *std::max_element(setup.input_interval.begin(), setup.input_interval.end());
-    p.input_wait_s = m.loss.input_pipeline;
     p.why.push_back(fmt::format(
         "input pipeline: {:g} samples/s per node; a node's {:.0f} samples a step take it {}, the "
         "least a step can take; the step waits {} for its batches{} (docs/simulator.md, \"Input "
         "pipeline\")",
-        *o.input_rate, interval * *o.input_rate, ms(interval), ms(*p.input_wait_s),
+        *o.input_rate, least_step * *o.input_rate, ms(least_step), ms(*p.input_wait_s),
         o.gpus > 1 ? fmt::format(", one GPU alone {}", ms(single_input_wait)) : ""));
   }
   if (!o.gpu_speed.empty()) {
