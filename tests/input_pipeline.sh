@@ -11,12 +11,10 @@ set -u
 build=$1
 root=$2
 dlsim=$build/simulator/dlsim
-python=/usr/bin/python3 # Debian's python3-torch installs for Debian's own python3
 say() { echo "input_pipeline: $*"; }
-if ! "$python" -c 'import torch, torchvision, PIL' 2>/dev/null; then
-  say "skipped: $python cannot import torch, torchvision and PIL (apt-get install python3-torch python3-torchvision python3-pil)"
-  exit 77
-fi
+# shellcheck source=tests/debian_python.sh
+source "$root/tests/debian_python.sh"
+require_modules input_pipeline "python3-torch python3-torchvision python3-pil" torch torchvision PIL
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -36,7 +34,7 @@ refuses() {
 rate=$root/validate/torch/input_rate.py
 "$python" "$rate" --data "$tmp/images" --make-images 12 --size 640x480 ||
   { say "FAIL: --make-images"; exit 1; }
-[[ $(ls "$tmp/images" | wc -l) -eq 12 ]] || { say "FAIL: 12 images were not written"; fail=1; }
+[[ $(find "$tmp/images" -type f | wc -l) -eq 12 ]] || { say "FAIL: 12 images were not written"; fail=1; }
 "$python" "$rate" --data "$tmp/images" --batch 4 --warmup 1 --batches 3 --workers 1 \
   >"$tmp/rate.json" || { say "FAIL: input_rate.py"; exit 1; }
 r=$(field "$tmp/rate.json" samples_per_s)

@@ -24,12 +24,10 @@ models=("$@")
 [[ ${#models[@]} -gt 0 ]] || models=(resnet18 alexnet)
 dlsim=$build/simulator/dlsim
 dlcal=$build/calibrate/dlcalibrate
-python=/usr/bin/python3 # Debian's python3-torch installs for Debian's own python3
 say() { echo "torch_ddp: $*"; }
-if ! "$python" -c 'import torch, torchvision' 2>/dev/null; then
-  say "skipped: $python cannot import torch and torchvision (apt-get install python3-torch python3-torchvision)"
-  exit 77
-fi
+# shellcheck source=tests/debian_python.sh
+source "$root/tests/debian_python.sh"
+require_modules torch_ddp "python3-torch python3-torchvision" torch torchvision
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 limit=10
