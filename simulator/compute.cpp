@@ -211,6 +211,7 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
         t.forward = m->first;
         t.backward = m->second;
         ++p.measured_layers;
+        p.measured += t.forward + t.backward;
         if (roofline.value() > 0) {
           p.backward_memory_bound += t.backward * (memory_side.value() / roofline.value());
         }
@@ -263,6 +264,7 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
         p.measured_update = true;
       }
     }
+    if (p.measured_update) p.measured += p.update;
   }
   for (const auto& t : p.layers) {
     p.forward += t.forward;
@@ -283,6 +285,7 @@ ComputeProfile compute_profile(const model::ModelStats& stats, const hardware::G
     p.backward *= p.scale;
     p.backward_memory_bound *= p.scale;
     p.update *= p.scale;
+    p.measured *= p.scale;
   }
   return p;
 }

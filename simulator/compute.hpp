@@ -66,6 +66,8 @@ struct ComputeProfile {
   int measured_layers = 0;
   int layers_with_work = 0;  // every layer but the data inputs
   bool measured_update = false;
+  // Of step(), the time that comes from measured entries (the layers' and the update's).
+  Seconds measured;
   Seconds step() const { return forward + backward + update; }
 };
 

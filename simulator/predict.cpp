@@ -526,6 +526,8 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   const double wire = bucket_casts ? 2.0 / wide : 1.0;
   for (double b : job.gradient_bytes) p.gradient_bytes += b * wire;
   p.anchor_scale = setup.compute.scale;
+  p.compute_measured_share =
+      setup.compute.step().value() > 0 ? setup.compute.measured / setup.compute.step() : 0.0;
   p.policy_description = setup.resolved.description;
   p.policy_settings = setup.resolved.settings;
   p.events = run.events;
@@ -582,10 +584,10 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   if (setup.compute.measured_layers > 0 || setup.compute.measured_update) {
     p.why.push_back(fmt::format(
         "compute from measurement: {} of {} layers{} from the profile's layer table at {} "
-        "thread(s) ({}), the rest from the roofline",
+        "thread(s) ({}), {:.1f} % of the compute time; the rest from the roofline",
         setup.compute.measured_layers, setup.compute.layers_with_work,
         setup.compute.measured_update ? " and the update" : "", node0.gpu.threads,
-        node0.gpu.kernels_source));
+        node0.gpu.kernels_source, 100 * p.compute_measured_share));
   }
   if (o.gpus > 1) {
     p.why.push_back(fmt::format("gradients: {} in {} tensors, {} collectives per step; {}",
@@ -807,6 +809,7 @@ nlohmann::json to_json(const Prediction& p) {
                   {"engine_events", p.events},
                   {"engine_mirrored_nodes", p.mirrored_nodes},
                   {"anchor_scale", p.anchor_scale},
+                  {"compute_measured_share", p.compute_measured_share},
                   {"hardware", p.hardware},
                   {"inputs", p.inputs}};
   return j;

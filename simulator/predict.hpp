@@ -114,6 +114,9 @@ struct Prediction {
   int groups = 0;  // collectives per step
   double gradient_bytes = 0;
   double anchor_scale = 1;
+  // The share of a GPU's compute time (forward, backward, update) whose times come from the
+  // profile's measured entries; 0 where every time is the roofline's.
+  double compute_measured_share = 0;
   // The mean wait of a step for the input pipeline's batches (s), where its rate was given.
   std::optional<double> input_wait_s;
   std::string policy_description;

@@ -1336,3 +1336,41 @@ TEST_CASE("the_memory_bound_share_of_backward_follows_the_roofline") {
   const auto fast = sim::compute_profile(stats, gpu, {});
   CHECK(fast.backward_memory_bound.value() / fast.backward.value() < 0.01);
 }
+
+TEST_CASE("the_measured_share_of_compute_is_the_time_from_table_entries") {
+  // ComputeProfile::measured: one layer of AlexNet measured (forward 1 ms, backward 2 ms at the
+  // batch) puts 3 ms of the step on the table, the rest on the roofline; a measured update adds
+  // its own time; an anchor scales both sides alike, so the share stays.
+  const auto graph = dlsim::model::load_model("alexnet");
+  auto stats = dlsim::model::analyze(graph, 32, dlsim::Precision::kFp32);
+  dlsim::model::add_signatures(stats, graph);
+  auto gpu = dlsim::hardware::load_gpu("v100-sxm2-16gb");
+  CHECK(sim::compute_profile(stats, gpu, {}).measured.value() == 0);
+  // A layer whose shape no other layer has.
+  std::map<std::string, int> count;
+  for (const auto& l : stats.layers) ++count[l.signature];
+  const auto layer = std::find_if(stats.layers.begin(), stats.layers.end(), [&](const auto& l) {
+    return l.op != "input" && count[l.signature] == 1;
+  });
+  REQUIRE(layer != stats.layers.end());
+  gpu.kernels.push_back(
+      {layer->signature, 32, 1, "fp32", dlsim::Seconds(1e-3), dlsim::Seconds(2e-3)});
+  gpu.threads = 1;
+  auto p = sim::compute_profile(stats, gpu, {});
+  CHECK(p.measured_layers == 1);
+  CHECK(p.measured.value() == dlsim_test::approx(3e-3));
+  std::int64_t elements = 0;
+  for (const auto& g : stats.gradients) elements += g.elements;
+  gpu.updates.push_back({elements, static_cast<std::int64_t>(stats.gradients.size()), 1, "fp32",
+                         dlsim::Seconds(5e-3)});
+  p = sim::compute_profile(stats, gpu, {});
+  CHECK(p.measured_update);
+  CHECK(p.update.value() == dlsim_test::approx(5e-3));
+  CHECK(p.measured.value() == dlsim_test::approx(8e-3));
+  const double share = p.measured / p.step();
+  sim::ComputeOptions anchored;
+  anchored.anchor_throughput = 1000.0;
+  const auto a = sim::compute_profile(stats, gpu, anchored);
+  CHECK(a.measured / a.step() == dlsim_test::approx(share));
+  CHECK(a.step().value() == dlsim_test::approx(32.0 / 1000.0));
+}
