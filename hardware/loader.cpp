@@ -70,6 +70,19 @@ int non_negative_int(const ConfigNode& n) {
   if (v < 0) n.fail(fmt::format("must not be negative, got {}", v));
   return v;
 }
+// A count of things in one node (GPUs, NICs, a link's lanes): 1..kMaxPerNode (0 allowed where
+// `zero` is).
+int per_node_count(const ConfigNode& n, bool zero = false) {
+  const int v = zero ? non_negative_int(n) : positive_int(n);
+  if (v > kMaxPerNode) n.fail(fmt::format("must be at most {}, got {}", kMaxPerNode, v));
+  return v;
+}
+// A count of nodes: 1..kMaxNodes.
+int node_count(const ConfigNode& n) {
+  const int v = positive_int(n);
+  if (v > kMaxNodes) n.fail(fmt::format("must be at most {} nodes, got {}", kMaxNodes, v));
+  return v;
+}
 
 // Reads `key` into `out` when present; without it, keeps the inherited value, or reports the
 // key missing when nothing was inherited.
@@ -491,7 +504,11 @@ std::vector<FabricLink> parse_links(const ConfigNode& n, const NodeSpec& node) {
       parts[2].fail(
           fmt::format("unknown link type '{}'{}", base.type, did_you_mean(base.type, types)));
     }
-    base.lanes = parts.size() == 4 ? positive_int(parts[3]) : 1;
+    base.lanes = parts.size() == 4 ? per_node_count(parts[3]) : 1;
+    if (node.link_types.at(base.type).bandwidth * base.lanes > kMaxBandwidth) {
+      e.fail(fmt::format("{} lanes of '{}' carry more than {} per direction", base.lanes, base.type,
+                         format_bandwidth(kMaxBandwidth)));
+    }
     std::vector<std::string> ends[2];
     for (int side = 0; side < 2; ++side) {
       const auto name = parts[side].as<std::string>();
@@ -509,6 +526,14 @@ std::vector<FabricLink> parse_links(const ConfigNode& n, const NodeSpec& node) {
     for (const auto& a : ends[0]) {
       for (const auto& b : ends[1]) {
         if (a == b) e.fail(fmt::format("a link from '{}' to itself", a));
+        for (const auto& other : links) {
+          if ((other.a == a && other.b == b) || (other.a == b && other.b == a)) {
+            e.fail(
+                fmt::format("a second link between '{}' and '{}' (give one link with its "
+                            "lanes)",
+                            a, b));
+          }
+        }
         FabricLink l = base;
         l.a = a;
         l.b = b;
@@ -525,7 +550,7 @@ NodeSpec parse_node(const ConfigNode& n, const std::string& stem, Context& ctx) 
   read_about(n, "node", stem, node.about, inherited, n.file());
   field(n, "gpu", node.gpu, inherited,
         [&](const ConfigNode& ref) { return resolve<GpuSpec>(ref, "gpu", ctx, parse_gpu); });
-  field(n, "gpus", node.gpus, inherited, positive_int);
+  field(n, "gpus", node.gpus, inherited, [](const ConfigNode& c) { return per_node_count(c); });
   section(n, "host", inherited, [&](const ConfigNode& h) {
     field(h, "cpu", node.host.cpu, inherited, text);
     if (h.has("vendor")) {
@@ -557,7 +582,8 @@ NodeSpec parse_node(const ConfigNode& n, const std::string& stem, Context& ctx) 
     if (h.has("shm_bandwidth")) node.host.shm_bandwidth = bandwidth(h.child("shm_bandwidth"));
     h.finish();
   });
-  field(n, "nics", node.nics, inherited, non_negative_int);
+  field(n, "nics", node.nics, inherited,
+        [](const ConfigNode& c) { return per_node_count(c, true); });
   section(n, "link_types", inherited, [&](const ConfigNode& lt) {
     if (!lt.is_map()) lt.fail("must map link type names to {bandwidth, latency}");
     for (const auto& key : lt.keys()) {
@@ -1036,7 +1062,7 @@ NodeGroup parse_group(const ConfigNode& g, Context& ctx, const NodeGroup* base) 
   } else if (!base) {
     g.child("node");
   }
-  field(g, "count", group.count, base != nullptr, positive_int);
+  field(g, "count", group.count, base != nullptr, node_count);
   group.hostnames.clear();
   if (g.has("hostnames")) group.hostnames = hostnames(g.child("hostnames"), group.count);
   g.mark_used("hostnames");
@@ -1066,7 +1092,7 @@ ClusterSpec parse_cluster(const ConfigNode& n, const std::string& stem, Context&
     NodeGroup g = inherited ? c.groups.front() : NodeGroup{};
     field(n, "node", g.node, inherited,
           [&](const ConfigNode& ref) { return resolve<NodeSpec>(ref, "node", ctx, parse_node); });
-    field(n, "nodes", g.count, inherited, positive_int);
+    field(n, "nodes", g.count, inherited, node_count);
     if (n.has("hostnames")) {
       g.hostnames = hostnames(n.child("hostnames"), g.count);
     } else if (static_cast<int>(g.hostnames.size()) != g.count) {
@@ -1088,6 +1114,13 @@ ClusterSpec parse_cluster(const ConfigNode& n, const std::string& stem, Context&
         load_file_or_preset<LibrarySpec>("nccl", "library", fresh, n.where(), parse_library);
   }
   n.finish();
+  std::int64_t nodes = 0;
+  for (const auto& g : c.groups) nodes += g.count;
+  if (nodes > kMaxNodes) {
+    (n.has("groups") ? n.child("groups") : n)
+        .fail(
+            fmt::format("{} nodes in all, more than the {} a cluster may have", nodes, kMaxNodes));
+  }
   // Hosts the file does not name are node001, node002, ... across all groups.
   const int total = c.node_count();
   const int width = std::max(3, static_cast<int>(std::to_string(total).size()));

@@ -111,6 +111,12 @@ struct HostSpec {
   std::optional<Bandwidth> shm_bandwidth;
 };
 
+// What a hardware file may describe: far above any machine (a node of 1,024 GPUs, NICs or lanes
+// on one link; 2^20 nodes, as many as ranks a job may have), low enough that a typo cannot ask
+// for a topology no memory holds.
+inline constexpr int kMaxNodes = 1 << 20;
+inline constexpr int kMaxPerNode = 1024;
+
 struct LinkType {
   Bandwidth bandwidth;  // per lane, per direction
   Seconds latency;
