@@ -247,8 +247,10 @@ void write_outputs(const std::vector<std::pair<std::string, std::string>>& files
       std::error_code ec;
       // A device (/dev/null) takes any number of outputs.
       if (std::filesystem::exists(a, ec) && !std::filesystem::is_regular_file(a, ec)) continue;
-      const auto ca = std::filesystem::weakly_canonical(a, ec);
-      const auto cb = std::filesystem::weakly_canonical(b, ec);
+      // Absolute first: weakly_canonical leaves a relative path whose first part does not exist
+      // as it is ("a.txt" against "./a.txt").
+      const auto ca = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ec), ec);
+      const auto cb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, ec), ec);
       if (a == b || (!ca.empty() && ca == cb)) {
         fail_at({a}, "", "two of the outputs would be written to this one file");
       }

@@ -195,6 +195,17 @@ expect_failure "--cluster: unknown cluster preset 'dgx9'" predict --model resnet
 expect_failure "--network: network file 'no/such.yaml' not found" predict --model resnet50 --gpus 8 --network no/such.yaml
 expect_failure "--strategy: NCCL's 'nvls' cannot run allreduce here: NVLS needs Hopper GPUs" predict --model resnet50 --gpus 16 --cluster dgx-a100 --strategy nvls
 expect_failure "two of the outputs would be written to this one file" predict --model resnet50 --gpus 8 --trace "$tmp/out.json"
+# The same file spelled two ways, relative to the working folder and not there yet.
+mkdir -p "$tmp/rel"
+(cd "$tmp/rel" && "$dlsim" predict --model resnet50 --gpus 8 -o ./same.txt --trace same.txt \
+  >"$tmp/stdout" 2>"$tmp/stderr")
+rc=$?
+checked=$((checked + 1))
+if [ "$rc" -ne 2 ] || [ -e "$tmp/rel/same.txt" ] ||
+   ! grep -qF "./same.txt: two of the outputs would be written to this one file" "$tmp/stderr"; then
+  echo "FAIL: -o ./same.txt --trace same.txt (exit $rc): $(cat "$tmp/stderr")"
+  failures=$((failures + 1))
+fi
 expect_failure "--gpus: '0x10' is not a whole number written in decimal digits" predict --model resnet50 --gpus 0x10
 expect_failure "--gpus: '010' is not a whole number written in decimal digits" predict --model resnet50 --gpus 010
 mkdir -p "$tmp/cycle"
