@@ -480,7 +480,7 @@ std::string import_nccl_topo(const std::string& path, const NcclTopoOptions& opt
   const fs::path out_dir = fs::absolute(out).parent_path();
   const Reader r{path};
 
-  refuse_directory(path, "");
+  refuse_non_file(path, "");
   std::ifstream file(path, std::ios::binary);
   if (!file) fail_at({path}, "", "cannot open the file");
   std::ostringstream text;

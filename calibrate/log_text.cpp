@@ -67,7 +67,7 @@ void refuse_long_line(const SourceLocation& where, std::size_t length, std::stri
 }
 
 LogText read_log_text(const std::string& path, const std::string& what) {
-  refuse_directory(path, "");
+  refuse_non_file(path, "");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail_at({path}, "", "cannot open " + what);
   std::ostringstream buf;

@@ -266,7 +266,7 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
 }
 
 Results read_results(const std::string& path, bool tolerate_truncated_tail) {
-  refuse_directory(path, "");
+  refuse_non_file(path, "");
   std::ifstream in(path);
   if (!in) fail_at({path}, "", "cannot open the results file");
   Results r;

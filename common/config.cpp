@@ -80,7 +80,7 @@ ConfigNode ConfigNode::load_string(const std::string& text, const std::string& n
 }
 
 ConfigNode ConfigNode::load_file(const std::string& file) {
-  refuse_directory(file, "");
+  refuse_non_file(file, "");
   std::ifstream in(file);
   if (!in) fail_at({file}, "", "cannot open file");
   std::stringstream text;

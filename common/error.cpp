@@ -84,10 +84,13 @@ std::string did_you_mean(std::string_view name, const std::vector<std::string>& 
   return s + "?";
 }
 
-void refuse_directory(const std::string& path, std::string_view field) {
+void refuse_non_file(const std::string& path, std::string_view field) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    fail_at({path}, field, "is a directory, not a file");
+  namespace fs = std::filesystem;
+  const auto status = fs::status(path, ec);
+  if (fs::is_directory(status)) fail_at({path}, field, "is a directory, not a file");
+  if (fs::is_character_file(status) || fs::is_block_file(status) || fs::is_socket(status)) {
+    fail_at({path}, field, "is a device, not a file");
   }
 }
 

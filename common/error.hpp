@@ -60,10 +60,10 @@ decltype(auto) naming_flags(
   }
 }
 
-// An InputError naming `path` (and `field`, if any) when it is a directory: an input file must be
-// a file. (A directory opens as a stream and reads as empty, which would be reported as an
-// empty or malformed file.)
-void refuse_directory(const std::string& path, std::string_view field = "");
+// An InputError naming `path` (and `field`, if any) when it is a directory, a device or a socket:
+// an input file must be a file (or a pipe). A directory opens as a stream and reads as empty,
+// which would be reported as an empty or malformed file; a device such as /dev/zero never ends.
+void refuse_non_file(const std::string& path, std::string_view field = "");
 
 // Up to `max` candidates closest to `name` by edit distance (and prefix match), best first.
 std::vector<std::string> nearest_names(std::string_view name, const std::vector<std::string>& known,

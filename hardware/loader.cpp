@@ -247,7 +247,7 @@ std::optional<std::string> table_precision_problem(const std::string& p, const G
 // and updates {elements, tensors, threads, precision, time_s}, times in s. Every problem is an
 // InputError naming the file, the entry and the field.
 void read_layer_table(const std::string& path, GpuSpec& g) {
-  refuse_directory(path);
+  refuse_non_file(path);
   std::ifstream in(path);
   if (!in) fail_at({path}, "", "cannot be read (layers.file of the profile)");
   std::stringstream text;

@@ -851,7 +851,7 @@ class Importer {
 };
 
 onnx::ModelProto read_model(const std::string& path) {
-  refuse_directory(path, "");
+  refuse_non_file(path, "");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail_at({path}, "", "cannot open file");
   google::protobuf::io::IstreamInputStream raw(&in);

@@ -130,8 +130,12 @@ expect_failure "--job-name: 'a b\$(x)' is not a valid job name" --script job.sba
 expect_failure "--output-dir: '/tmp/a b' is not a valid directory" --script job.sbatch slurm --nodes 2 --output-dir '/tmp/a b' --dry-run
 expect_failure "--resume: no " --script job.sbatch slurm --nodes 2 --resume 12345 --output-dir "$tmp" --dry-run
 expect_failure "--resume: '12;x' is not a Slurm job id" --script job.sbatch slurm --nodes 2 --resume "12;x" --dry-run
-expect_failure "the file is empty" -o r.jsonl import nccl-tests /dev/null
-expect_failure "no '# OSU ... Test' header line" -o r.jsonl import osu /dev/null
+: >"$tmp/empty.txt"
+expect_failure "the file is empty" -o r.jsonl import nccl-tests "$tmp/empty.txt"
+expect_failure "no '# OSU ... Test' header line" -o r.jsonl import osu "$tmp/empty.txt"
+# A device is not a log: /dev/zero would be read without end.
+expect_failure "/dev/null: is a device, not a file" -o r.jsonl import nccl-tests /dev/null
+expect_failure "/dev/zero: is a device, not a file" -o r.jsonl import osu /dev/zero
 
 # A row whose result failed nccl-tests' check (-c 1, the #wrong column) is not a measurement.
 sed '21s/0.00    0.00       0    32.05/0.00    0.00       3    32.05/' "$fx/nccl_tests_allreduce_2x4.txt" >"$tmp/nccl_wrong.txt"

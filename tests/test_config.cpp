@@ -56,6 +56,9 @@ TEST_CASE("a_directory_is_not_a_file") {
   const auto dir = std::filesystem::temp_directory_path().string();
   CHECK_THROWS_WITH_AS(ConfigNode::load_file(dir), doctest::Contains("is a directory, not a file"),
                        InputError);
+  // A device would be read without end (/dev/zero) or block on a terminal.
+  CHECK_THROWS_WITH_AS(ConfigNode::load_file("/dev/zero"),
+                       doctest::Contains("/dev/zero: is a device, not a file"), InputError);
 }
 
 TEST_CASE("parameter_references_resolve_through_scopes") {

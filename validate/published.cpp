@@ -110,7 +110,7 @@ double percentile(const std::vector<double>& sorted, double q) {
 }  // namespace
 
 Table read_table(const std::string& path) {
-  refuse_directory(path, "--data");
+  refuse_non_file(path, "--data");
   std::ifstream in(path);
   if (!in) fail_at({path}, "--data", "cannot open the file");
   Table t;

@@ -67,7 +67,7 @@ int strip_tag(std::string& s, const SourceLocation& where) {
 }
 
 std::vector<LogLine> read_lines(const std::string& path) {
-  refuse_directory(path, "");
+  refuse_non_file(path, "");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail_at({path}, "", "cannot open the file");
   std::vector<LogLine> out;
@@ -587,7 +587,7 @@ class TimelineReader {
   explicit TimelineReader(std::string path) : path_(std::move(path)) { s_.path = path_; }
 
   TimelineSummary read() {
-    refuse_directory(path_, "");
+    refuse_non_file(path_, "");
     std::ifstream in(path_, std::ios::binary);
     if (!in) fail_at({path_}, "", "cannot open the file");
     in_ = &in;
