@@ -223,8 +223,9 @@ std::vector<double> input_intervals(const networks::Communicator& comm, std::int
 // What the options alone can tell, before any file is read.
 void check_options(const PredictOptions& o) {
   if (o.gpus < 1) fail_at({}, "gpus", fmt::format("must be at least 1, got {}", o.gpus));
-  if (o.iterations < 1) {
-    fail_at({}, "iterations", fmt::format("must be at least 1, got {}", o.iterations));
+  if (o.iterations < 1 || o.iterations > kMaxIterations) {
+    fail_at({}, "iterations",
+            fmt::format("must be in 1..{}, got {}", kMaxIterations, o.iterations));
   }
   if (o.batch && (*o.batch < 1 || *o.batch > kMaxBatch)) {
     fail_at({}, "batch", fmt::format("must be in 1..{}, got {}", kMaxBatch, *o.batch));

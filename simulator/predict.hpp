@@ -71,6 +71,9 @@ inline constexpr double kMaxAnchorThroughput = 1e9;
 // would make a step's interval round to no time at all).
 inline constexpr double kMaxInputRate = 1e9;
 inline constexpr std::int64_t kDefaultBatch = 32;
+// The most steps the DES simulates: the mean settles within a few (stragglers are drawn per
+// step), and each step's events and trace grow the run's time and memory.
+inline constexpr int kMaxIterations = 1000;
 using model::kMaxBatch;
 
 // A batch as written ("64" or "max") into `batch` or `batch_max` of `o`; false (and `o`

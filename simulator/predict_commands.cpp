@@ -139,7 +139,7 @@ void add_common(CLI::App* c, CommonFlags& f, bool single_gpus, bool single_strat
   c->add_option("--optimizer", f.optimizer, "sgd, momentum or adam")->capture_default_str();
   c->add_option("--iterations", f.base.iterations, "Steps simulated (DES)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
+      ->check(CLI::Range(1, simulator::kMaxIterations));
   c->add_option("--seed", f.base.seed, "Seed of the straggler draws")
       ->capture_default_str()
       ->check(kSeed);

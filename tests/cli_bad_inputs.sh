@@ -96,7 +96,8 @@ expect_failure "--bucket-cap: 'infMiB' is not a size" "${p[@]}" --framework pyto
 expect_failure "--first-bucket: must be positive" "${p[@]}" --framework pytorch-ddp --first-bucket 0MiB
 expect_failure "--iterations: Value 0 not in range" "${p[@]}" --iterations 0
 expect_failure "--iterations: Value -3 not in range" "${p[@]}" --iterations -3
-expect_failure "--iterations: Value 99999999999 not in range 1 to 1000000" "${p[@]}" --iterations 99999999999
+expect_failure "--iterations: Value 99999999999 not in range 1 to 1000" "${p[@]}" --iterations 99999999999
+expect_failure "--iterations: Value 1001 not in range 1 to 1000" "${p[@]}" --iterations 1001
 expect_failure "--seed: must be an integer in 0..18446744073709551615, got '-1'" "${p[@]}" --seed -1
 expect_failure "--seed" "${p[@]}" --seed x
 expect_failure "--gpus-per-node: Value 0 not in range" "${p[@]}" --gpus-per-node 0
