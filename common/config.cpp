@@ -70,7 +70,15 @@ ConfigNode ConfigNode::load_string(const std::string& text, const std::string& n
   auto file = std::make_shared<const std::string>(name);
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    // Every document: a second one ("---") would otherwise be dropped without a word.
+    const auto documents = YAML::LoadAll(text);
+    if (documents.size() > 1) {
+      const auto mark = documents[1].Mark();
+      fail_at({name, mark.line + 1, mark.column + 1}, "",
+              "a second YAML document: a file holds one (remove the '---' and what follows, or "
+              "merge it into the first)");
+    }
+    if (!documents.empty()) root = documents.front();
   } catch (const YAML::Exception& e) {
     fail_at({name, e.mark.line + 1, e.mark.column + 1}, "", "malformed YAML: " + e.msg);
   }

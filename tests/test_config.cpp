@@ -52,6 +52,14 @@ TEST_CASE("a_key_given_twice_in_one_mapping_is_an_error_at_its_second_place") {
   CHECK_NOTHROW(ConfigNode::load_string("a: {x: 1}\nb: {x: 2}\n", "ok.yaml"));
 }
 
+TEST_CASE("a_second_yaml_document_is_an_error_not_dropped") {
+  CHECK_THROWS_WITH_AS(ConfigNode::load_string("a: 1\n---\nb: 2\n", "two.yaml"),
+                       "two.yaml:3:1: a second YAML document: a file holds one (remove the '---' "
+                       "and what follows, or merge it into the first)",
+                       InputError);
+  CHECK(ConfigNode::load_string("---\na: 1\n", "one.yaml").get<int>("a") == 1);
+}
+
 TEST_CASE("a_directory_is_not_a_file") {
   const auto dir = std::filesystem::temp_directory_path().string();
   CHECK_THROWS_WITH_AS(ConfigNode::load_file(dir), doctest::Contains("is a directory, not a file"),
