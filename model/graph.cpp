@@ -134,6 +134,14 @@ void LayerGraph::finalize() {
     const Layer& l = layers_[v];
     if (!l.tied_to) continue;
     const Layer& owner = layers_[*l.tied_to];
+    // The owner holds the weight both use: a layer tied to itself, or to a layer that is tied in
+    // turn, would leave the weight with no holder and out of the parameter count.
+    if (*l.tied_to == v) fail_layer(v, "tied_to names the layer itself");
+    if (owner.tied_to) {
+      fail_layer(v, fmt::format("tied_to '{}', which is tied to '{}' in turn: tie to the layer "
+                                "that holds the weight",
+                                owner.name, layers_[*owner.tied_to].name));
+    }
     if (owner.params.empty() || l.params.empty() ||
         numel(owner.params.front().shape) != numel(l.params.front().shape)) {
       fail_layer(
