@@ -586,7 +586,7 @@ struct TextReader {
       meas.nodes = nodes;
       meas.bytes = bytes;
       meas.dtype = *dtype;
-      meas.samples_s = {time_us * 1e-6};
+      meas.samples_s = {sample_from_us(time_us, where, "time")};
       meas.params["source_line"] = std::to_string(row.line);
       meas.params["busbw_GBps"] = tokens[c.busbw];
       if (!transport.empty()) meas.params["transport"] = transport;
@@ -863,7 +863,7 @@ Results import_json(const std::string& path, const std::string& text,
     meas.nodes = nodes;
     meas.bytes = bytes;
     meas.dtype = *dtype;
-    meas.samples_s = {time_us * 1e-6};
+    meas.samples_s = {sample_from_us(time_us, {path}, bfield + time_key)};
     meas.params["source_index"] = std::to_string(i);
     if (!options.transport.empty()) meas.params["transport"] = transport_name(options.transport);
     if (!out_of_place) meas.params["variant"] = "in_place";

@@ -393,7 +393,7 @@ struct OsuReader {
       const auto t = test.variant == "non-blocking" ? pure : latency;
       if (!t) fail_at(where, "", "a latency test without a latency column");
       if (!(*t > 0)) fail_at(where, "latency", "must be a positive time in us");
-      meas.samples_s = {*t * 1e-6};
+      meas.samples_s = {sample_from_us(*t, where, "latency")};
       meas.params["osu_metric"] = p2p                              ? "one-way latency"
                                   : test.variant == "non-blocking" ? "pure communication time"
                                                                    : "average latency";
@@ -405,7 +405,7 @@ struct OsuReader {
       // MB/s with MB = 1e6 B: the time per message of a window in flight; mbw_mr's pairs move
       // size x pairs bytes in that time.
       meas.bytes = *size * run->pairs;
-      meas.samples_s = {meas.bytes / (*bandwidth * 1e6)};
+      meas.samples_s = {sample_from_us(meas.bytes / *bandwidth, where, "bandwidth")};
       meas.params["osu_metric"] = "bandwidth";
       meas.params["bandwidth_MBps"] =
           tokens[std::find(cols.begin(), cols.end(), Column::kBandwidth) - cols.begin()];

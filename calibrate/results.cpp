@@ -265,6 +265,15 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
   return m;
 }
 
+double sample_from_us(double us, const SourceLocation& where, const std::string& field) {
+  const double s = us * 1e-6;
+  if (!(s >= kMinSeconds.value() && s <= kMaxSeconds.value())) {
+    fail_at(where, field,
+            fmt::format("{:g} us is not a time a results file holds (1 ps .. 1e6 s)", us));
+  }
+  return s;
+}
+
 Results read_results(const std::string& path, bool tolerate_truncated_tail) {
   refuse_non_file(path, "");
   std::ifstream in(path);

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/error.hpp"
 #include "common/output.hpp"
 
 namespace dlsim::calibrate {
@@ -87,6 +88,9 @@ nlohmann::json to_json(const Provenance& p);
 nlohmann::json to_json(const Measurement& m);
 Provenance provenance_from_json(const nlohmann::json& j, const std::string& file);
 Measurement measurement_from_json(const nlohmann::json& j, const std::string& file, int line);
+// A time a log gives in microseconds, as a sample in seconds: an InputError at `where` naming
+// `field` unless it lies in [kMinSeconds, kMaxSeconds], what a results file may hold.
+double sample_from_us(double us, const SourceLocation& where, const std::string& field);
 
 struct Results {
   Provenance provenance;
