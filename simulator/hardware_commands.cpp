@@ -190,6 +190,11 @@ void run_collective_cmd(const CollectiveOptions& opt) {
   for (const auto& s : sizes) {
     req.size = s;
     results.push_back(networks::run_collective(req, comm, opt.algo));
+    if (!(results.back().time.value() <= kMaxSeconds.value())) {
+      fail_at({}, "--bytes",
+              fmt::format("{} takes {:.3g} s here, past the {:g} s of any time dlsim reports",
+                          format_bytes(s), results.back().time.value(), kMaxSeconds.value()));
+    }
   }
   const bool reduces = *op == networks::CollectiveOp::kAllReduce ||
                        *op == networks::CollectiveOp::kReduce ||

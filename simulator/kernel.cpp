@@ -31,6 +31,10 @@ Time to_time(double seconds) {
   return static_cast<Time>(std::llround(seconds * static_cast<double>(kPicosPerSecond)));
 }
 
+void check_within_clock(double seconds) {
+  if (!(seconds <= kMaxSimulatedSeconds)) beyond_clock(seconds);
+}
+
 void EventKernel::at(Time t, Action action) {
   if (t > kMaxSimulatedTime) beyond_clock(to_seconds(t));
   if (t < now_) {

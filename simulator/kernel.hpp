@@ -20,6 +20,9 @@ inline constexpr double kMaxSimulatedSeconds = 1e6;
 inline constexpr Time kMaxSimulatedTime = 1'000'000 * kPicosPerSecond;
 // Rounds seconds to the nearest picosecond (durations shorter than 0.5 ps become 0).
 Time to_time(double seconds);
+// The InputError naming the step where `seconds` (a step the analytic engine computed, which
+// runs no clock) lies past kMaxSimulatedSeconds, as the DES's clock would refuse it.
+void check_within_clock(double seconds);
 inline double to_seconds(Time t) { return static_cast<double>(t) / kPicosPerSecond; }
 
 class EventKernel {

@@ -494,6 +494,7 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
   p.iterations = o.iterations;
   p.seed = o.seed;
   p.batch_per_gpu = batch;
+  check_within_clock(m.step);
   p.step_time_s = m.step;
   p.single_gpu_step_s = single;
   p.throughput = static_cast<double>(batch) * o.gpus / m.step;

@@ -98,6 +98,9 @@ expect_failure "--iterations: Value 0 not in range" "${p[@]}" --iterations 0
 expect_failure "--iterations: Value -3 not in range" "${p[@]}" --iterations -3
 expect_failure "--iterations: Value 99999999999 not in range 1 to 1000" "${p[@]}" --iterations 99999999999
 expect_failure "--iterations: Value 1001 not in range 1 to 1000" "${p[@]}" --iterations 1001
+# Past the clock: the analytic engine, which runs no clock, refuses it as the DES does.
+expect_failure "step: the simulated step would reach 1e+06 s, past the simulator's clock" "${p[@]}" --engine analytic --cycle-time 1e6s
+expect_failure "--bytes: 1.02e+03 PiB takes 1.7e+08 s here, past the 1e+06 s of any time dlsim reports" collective --gpus 8 --bytes 1152921504606846976B
 expect_failure "--seed: must be an integer in 0..18446744073709551615, got '-1'" "${p[@]}" --seed -1
 expect_failure "--seed" "${p[@]}" --seed x
 expect_failure "--gpus-per-node: Value 0 not in range" "${p[@]}" --gpus-per-node 0
