@@ -70,6 +70,13 @@ inline long long parse_int_flag(const std::string& text, const std::string& flag
   if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
     fail_at({}, flag, fmt::format("expected an integer, got '{}'", text));
   }
+  // As the integer options take them: no leading zero ("08" reads as octal in a shell's eyes).
+  const std::string_view digits = std::string_view(text).substr(text[0] == '-' ? 1 : 0);
+  if (digits.size() > 1 && digits[0] == '0') {
+    fail_at(
+        {}, flag,
+        fmt::format("'{}' is not a whole number written in decimal digits (a leading zero)", text));
+  }
   if (v < min || v > max) fail_at({}, flag, fmt::format("must be in {}..{}, got {}", min, max, v));
   return v;
 }

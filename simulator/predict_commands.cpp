@@ -207,6 +207,10 @@ std::string csv_rows(const std::vector<Prediction>& rows) {
 // doubled) and "3:96:x2"; items mix ("1,2,4:64").
 std::vector<int> parse_gpu_list(const std::string& text) {
   std::vector<int> out;
+  if (text.empty() || text.front() == ',' || text.back() == ',' ||
+      text.find(",,") != std::string::npos) {
+    fail_at({}, "--gpus", fmt::format("an empty item in '{}'", text));
+  }
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {

@@ -146,7 +146,7 @@ expect_failure "--set: expected NAME=VALUE, got '=3'" "${p[@]}" --set =3
 expect_failure "model 'resnet50' has no parameter 'seq_len'" "${p[@]}" --set seq_len=64
 expect_failure "--format: unknown format 'xml'" "${p[@]}" --format xml
 expect_failure "--gpus: must be in 1..1048576, got 0" scale --model resnet50 --gpus 1,0
-expect_failure "--gpus: expected an integer, got ''" scale --model resnet50 --gpus 1,,2
+expect_failure "--gpus: an empty item in '1,,2'" scale --model resnet50 --gpus 1,,2
 expect_failure "--gpus: an empty value" scale --model resnet50 --gpus ""
 expect_failure "--gpus: range '8:2' runs backwards" scale --model resnet50 --gpus 8:2
 expect_failure "--gpus: expected MIN:MAX or MIN:MAX:xF, got '1:8:2'" scale --model resnet50 --gpus 1:8:2
@@ -191,6 +191,8 @@ expect_failure "--ps-sharding: unknown sharding 'bogus'" collective --gpus 8 --a
 expect_failure "--root: applies to broadcast and reduce only, not allreduce" collective --gpus 8 --root 3
 expect_failure "--set: 'seq_len' is given twice" model show gpt2 --set seq_len=64 --set seq_len=128
 expect_failure "--gpus: 2 GPUs appear twice in '1,2,2'" scale --model resnet50 --gpus 1,2,2
+expect_failure "--gpus: an empty item in '1,2,'" scale --model resnet50 --gpus 1,2,
+expect_failure "--gpus: '08' is not a whole number written in decimal digits (a leading zero)" scale --model resnet50 --gpus 1,08
 expect_failure "--strategy: an empty name in 'ring,'" compare --model resnet50 --gpus 8 --strategy ring,
 expect_failure "--cycle-time: '1e-20ms' is below the smallest nonzero duration" predict --model resnet50 --gpus 8 --cycle-time 1e-20ms
 expect_failure "--anchor-throughput: must be positive samples/s, at most 1e+09" predict --model resnet50 --gpus 8 --anchor-throughput 1e308
