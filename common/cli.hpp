@@ -144,6 +144,19 @@ inline void refuse_empty_values(CLI::App& app) {
           },
           "", "decimal"));
     }
+    if (type == "FLOAT") {
+      // Decimal or scientific notation only: the stream CLI11 reads with takes "0x10" as 16.
+      o->check(CLI::Validator(
+          [](std::string& value) {
+            double v = 0;
+            const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+            const bool plain = ec == std::errc() && end == value.data() + value.size();
+            return plain || value.empty()
+                       ? std::string()
+                       : "'" + value + "' is not a number written in decimal digits";
+          },
+          "", "decimal"));
+    }
   }
   for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) {
     refuse_empty_values(*sub);

@@ -213,6 +213,7 @@ if [ "$rc" -ne 2 ] || [ -e "$tmp/rel/same.txt" ] ||
   failures=$((failures + 1))
 fi
 expect_failure "--gpus: '0x10' is not a whole number written in decimal digits" predict --model resnet50 --gpus 0x10
+expect_failure "--anchor-throughput: '0x10' is not a number written in decimal digits" predict --model resnet50 --gpus 8 --anchor-throughput 0x10
 expect_failure "--gpus: '010' is not a whole number written in decimal digits" predict --model resnet50 --gpus 010
 mkdir -p "$tmp/cycle"
 printf 'kind: cluster\nname: loop\nextends: ./loop.yaml\n' >"$tmp/cycle/loop.yaml"
