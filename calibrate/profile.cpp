@@ -1078,7 +1078,7 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
   const std::string host_yaml =
       host_fields.empty() ? "" : fmt::format("  host: {{{}}}\n", fmt::join(host_fields, ", "));
   if (gpu_yaml.empty() && network_yaml.empty() && host_yaml.empty() && node_yaml.empty()) {
-    fail_at({}, "RESULTS",
+    fail_at({fmt::format("{}", fmt::join(o.results_files, ", "))}, "",
             "nothing to fit: no compute or memory sweep, no point-to-point results between "
             "two nodes, and no one-node allreduce through host memory (import nccl-tests "
             "--transport shm)");

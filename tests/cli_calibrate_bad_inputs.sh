@@ -73,7 +73,7 @@ expect_failure "osu_bad_datatype.txt:4: Datatype: 'MPI_WCHAR' is not an MPI data
 sed 's/# Number of processes: 16/# Number of processes: 0/' "$fx/osu_allreduce.txt" >"$tmp/osu_zero_ranks.txt"
 expect_failure "osu_zero_ranks.txt:2: ranks: '0' is not a count of at least 1" -o r.jsonl import osu "$tmp/osu_zero_ranks.txt"
 expect_failure "format_version: 99 is not the version" -o p.yaml fit "$fx/results_format_99.jsonl"
-expect_failure "nothing to fit" -o p.yaml fit "$fx/results_one_allreduce.jsonl"
+expect_failure "results_one_allreduce.jsonl: nothing to fit" -o p.yaml fit "$fx/results_one_allreduce.jsonl"
 expect_failure "results_one_allreduce.jsonl: RESULTS: given twice" -o p.yaml fit "$fx/results_one_allreduce.jsonl" "$fx/../calibrate/results_one_allreduce.jsonl"
 expect_failure "results_duplicate_key.jsonl:2: ranks: given twice in one record" -o p.yaml fit "$fx/results_duplicate_key.jsonl"
 expect_failure "results_string_sample.jsonl:2: samples_s[1]: has the wrong type (string: \"x\")" -o p.yaml fit "$fx/results_string_sample.jsonl"
