@@ -204,6 +204,7 @@ struct Run {
   Launch launch;  // the launcher line before the header, if any
   std::optional<std::vector<Column>> cols;
   int rows = 0;
+  std::optional<double> last_size;  // B, the run's previous row's
 };
 
 struct OsuReader {
@@ -378,6 +379,15 @@ struct OsuReader {
       }
     }
     if (*size > kMaxBytes.value()) fail_at(where, "size", "is above 2^60 B");
+    // OSU steps its sizes up, each printed once: a size at or below the previous row's is two
+    // runs run together, or an edited table.
+    if (run->last_size && *size <= *run->last_size) {
+      fail_at(where, "size",
+              fmt::format("{:.0f} B after {:.0f} B: OSU prints a test's sizes once each, in "
+                          "ascending order (rows of two runs run together?)",
+                          *size, *run->last_size));
+    }
+    run->last_size = *size;
     // The average over ranks lies between the least and the greatest rank's (OSU prints each
     // with two decimals: half a unit of rounding either way).
     if (latency && ((min && *min > *latency + 0.01) || (max && *max < *latency - 0.01) ||

@@ -39,6 +39,8 @@ expect_failure "osu_latency_garbled_size.txt:14: size: '5x12' is not a whole num
 # Times no results file may hold (1 ps .. 1e6 s): refused on import, not left for `show`.
 sed '20s/ 31\.81 / 1e30 /' "$fx/nccl_tests_allreduce_2x4.txt" >"$tmp/forever.txt"
 expect_failure "forever.txt:20: time: 1e+30 us is not a time a results file holds" -o r.jsonl import nccl-tests "$tmp/forever.txt"
+sed '5s/^1 /0 /' "$fx/osu_latency.txt" >"$tmp/repeated.txt"
+expect_failure "repeated.txt:5: size: 0 B after 0 B: OSU prints a test's sizes once each, in ascending order" -o r.jsonl import osu "$tmp/repeated.txt"
 sed '4s/1\.62/1e-30/' "$fx/osu_latency.txt" >"$tmp/instant.txt"
 expect_failure "instant.txt:4: latency: 1e-30 us is not a time a results file holds" -o r.jsonl import osu "$tmp/instant.txt"
 expect_failure "nccl_tests_extra_column.txt:23: the row has 14 columns where the header has 13" -o r.jsonl import nccl-tests "$fx/nccl_tests_extra_column.txt"
