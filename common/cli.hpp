@@ -62,6 +62,14 @@ inline CLI::Validator finite_in(double lo, double hi) {
 inline constexpr int kMaxRanks = 1 << 20;
 inline constexpr int kMaxGpusPerNode = 1024;
 
+// Whether `value` is an integer as the programs take them: decimal digits, an optional leading
+// '-', no leading zero ("08" is not 8, nor "0x10" 16).
+inline bool written_in_decimal(std::string_view value) {
+  const std::string_view digits = value.substr(!value.empty() && value[0] == '-' ? 1 : 0);
+  return !digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos &&
+         (digits.size() == 1 || digits[0] != '0');
+}
+
 // An integer flag value written in full, in [min, max]; otherwise an InputError naming the flag.
 inline long long parse_int_flag(const std::string& text, const std::string& flag, long long min,
                                 long long max) {
@@ -70,9 +78,7 @@ inline long long parse_int_flag(const std::string& text, const std::string& flag
   if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
     fail_at({}, flag, fmt::format("expected an integer, got '{}'", text));
   }
-  // As the integer options take them: no leading zero ("08" reads as octal in a shell's eyes).
-  const std::string_view digits = std::string_view(text).substr(text[0] == '-' ? 1 : 0);
-  if (digits.size() > 1 && digits[0] == '0') {
+  if (!written_in_decimal(text)) {
     fail_at(
         {}, flag,
         fmt::format("'{}' is not a whole number written in decimal digits (a leading zero)", text));
@@ -134,13 +140,9 @@ inline void refuse_empty_values(CLI::App& app) {
     if (type == "INT" || type == "UINT") {
       o->check(CLI::Validator(
           [](std::string& value) {
-            const std::string_view digits =
-                std::string_view(value).substr(!value.empty() && value[0] == '-' ? 1 : 0);
-            const bool plain = !digits.empty() &&
-                               digits.find_first_not_of("0123456789") == std::string_view::npos &&
-                               (digits.size() == 1 || digits[0] != '0');
-            return plain ? std::string()
-                         : "'" + value + "' is not a whole number written in decimal digits";
+            return written_in_decimal(value)
+                       ? std::string()
+                       : "'" + value + "' is not a whole number written in decimal digits";
           },
           "", "decimal"));
     }

@@ -492,6 +492,7 @@ std::vector<FabricLink> parse_links(const ConfigNode& n, const NodeSpec& node) {
   for (const auto& [t, _] : node.link_types) types.push_back(t);
 
   std::vector<FabricLink> links;
+  std::set<std::pair<std::string, std::string>> linked;  // each pair of ends, in name order
   for (const auto& e : n.elements()) {
     const auto parts = e.elements();
     if (parts.size() < 3 || parts.size() > 4) {
@@ -526,13 +527,9 @@ std::vector<FabricLink> parse_links(const ConfigNode& n, const NodeSpec& node) {
     for (const auto& a : ends[0]) {
       for (const auto& b : ends[1]) {
         if (a == b) e.fail(fmt::format("a link from '{}' to itself", a));
-        for (const auto& other : links) {
-          if ((other.a == a && other.b == b) || (other.a == b && other.b == a)) {
-            e.fail(
-                fmt::format("a second link between '{}' and '{}' (give one link with its "
-                            "lanes)",
-                            a, b));
-          }
+        if (!linked.emplace(std::min(a, b), std::max(a, b)).second) {
+          e.fail(fmt::format("a second link between '{}' and '{}' (give one link with its lanes)",
+                             a, b));
         }
         FabricLink l = base;
         l.a = a;
