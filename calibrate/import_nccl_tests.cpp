@@ -734,9 +734,9 @@ Results import_json(const std::string& path, const std::string& text,
     const bool at_end = text.find_first_not_of(" \t\r\n", at) == std::string::npos;
     fail_at({path, line}, "",
             at_end ? "truncated: the JSON ends before its objects are closed (an interrupted run)"
-                   : fmt::format("not valid JSON: {}", e.what()));
+                   : fmt::format("not valid JSON: {}", json_problem(e)));
   } catch (const nlohmann::json::exception& e) {  // a number out of range
-    fail_at({path}, "", fmt::format("not valid JSON: {}", e.what()));
+    fail_at({path}, "", fmt::format("not valid JSON: {}", json_problem(e)));
   }
   if (!doc.is_object() || !doc.contains("results")) {
     fail_at({path}, "", "not nccl-tests -J output: no 'results' list");

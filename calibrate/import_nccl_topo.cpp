@@ -358,6 +358,10 @@ class Walker {
     double gts = 0;
     const auto [end, ec] = std::from_chars(speed.data(), speed.data() + speed.size(), gts);
     if (ec == std::errc() && gts > 0 && std::string_view(end).starts_with(" GT/s")) {
+      // PCIe 1.0 to 6.0 run 2.5 to 64 GT/s; a rate past that is a damaged or edited dump.
+      if (gts > 64) {
+        r_.fail(fmt::format("{}: link_speed=\"{}\" is past PCIe 6.0's 64 GT/s", what, speed));
+      }
       k.gts = gts;
     } else {
       ++f_.unknown_speeds;
@@ -511,6 +515,24 @@ std::string import_nccl_topo(const std::string& path, const NcclTopoOptions& opt
                        f.host_hashes.size()));
   }
   if (f.gpus.empty()) r.fail("no <gpu> in the dump: nothing to build a node from");
+  // NCCL numbers GPUs and NICs by `dev` (NVML's index, the IB device's); two with one number are
+  // two dumps run together or a hand edit, and the names below would not say which is which.
+  for (std::size_t i = 0; i < f.gpus.size(); ++i) {
+    for (std::size_t k = 0; k < i; ++k) {
+      if (f.gpus[i].dev == f.gpus[k].dev) {
+        r.fail(fmt::format("<pci busid=\"{}\"> <gpu>: dev {} is also the GPU at {}",
+                           f.gpus[i].busid, f.gpus[i].dev, f.gpus[k].busid));
+      }
+    }
+  }
+  for (std::size_t i = 0; i < f.nets.size(); ++i) {
+    for (std::size_t k = 0; k < i; ++k) {
+      if (f.nets[i].dev == f.nets[k].dev) {
+        r.fail(fmt::format("<net name=\"{}\">: dev {} is also <net name=\"{}\">", f.nets[i].name,
+                           f.nets[i].dev, f.nets[k].name));
+      }
+    }
+  }
 
   // Names: GPUs and NICs by `dev`, switches and CPUs in the dump's order.
   std::vector<std::size_t> gpu_order(f.gpus.size()), net_order(f.nets.size());

@@ -179,6 +179,49 @@ Provenance provenance_from_json(const nlohmann::json& j, const std::string& file
   return p;
 }
 
+namespace {
+
+// The derived values to_json writes beside the samples (time_s, the bandwidths, the FLOP rate)
+// are recomputed from the samples when read. One that disagrees with them was edited by hand,
+// and the edit would be ignored without a word: refused, naming the field.
+void check_derived(const nlohmann::json& j, const Measurement& m, const std::string& where) {
+  const auto check = [&](const std::string& field, const nlohmann::json& v, double want,
+                         const char* unit) {
+    if (!v.is_number()) fail_at({where}, field, json_text(v) + " is not a number");
+    const double got = v.get<double>();
+    if (!(std::abs(got - want) <= 1e-9 * std::max(std::abs(want), 1e-300))) {
+      fail_at({where}, field,
+              fmt::format("{:g} {} is not what samples_s gives ({:g} {}): it is derived from the "
+                          "samples when read, so edit samples_s or leave it out",
+                          got, unit, want, unit));
+    }
+  };
+  if (j.contains("time_s")) {
+    const auto& t = j.at("time_s");
+    if (!t.is_object()) fail_at({where}, "time_s", "must be an object of min, median and max");
+    for (const auto& [k, v] : t.items()) {
+      if (k == "min") {
+        check("time_s.min", v, m.min_s(), "s");
+      } else if (k == "median") {
+        check("time_s.median", v, m.median_s(), "s");
+      } else if (k == "max") {
+        check("time_s.max", v, m.max_s(), "s");
+      } else {
+        fail_at({where}, "time_s." + k, "unknown key (min, median or max)");
+      }
+    }
+  }
+  if (j.contains("algbw_bytes_per_s")) {
+    check("algbw_bytes_per_s", j.at("algbw_bytes_per_s"), m.algbw(), "B/s");
+  }
+  if (j.contains("busbw_bytes_per_s")) {
+    check("busbw_bytes_per_s", j.at("busbw_bytes_per_s"), m.busbw(), "B/s");
+  }
+  if (j.contains("flop_per_s")) check("flop_per_s", j.at("flop_per_s"), m.flop_rate(), "FLOP/s");
+}
+
+}  // namespace
+
 Measurement measurement_from_json(const nlohmann::json& j, const std::string& file, int line) {
   const std::string where = fmt::format("{}:{}", file, line);
   if (!j.is_object()) fail_at({where}, "", "expected a JSON object");
@@ -238,6 +281,9 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
   if (!(m.bytes >= 0 && m.bytes <= kMaxBytes.value())) {
     fail_at({where}, "bytes", fmt::format("must be in 0 .. 2^60 B, got {}", m.bytes));
   }
+  if (m.bytes != std::floor(m.bytes)) {
+    fail_at({where}, "bytes", fmt::format("{} is not a whole number of bytes", m.bytes));
+  }
   if (!(m.flops >= 0 && m.flops <= kMaxFlops.value())) {
     fail_at({where}, "flops", fmt::format("must be in 0 .. 1e24 FLOP, got {}", m.flops));
   }
@@ -262,6 +308,7 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
               fmt::format("every sample must be a positive time in s (at most 1e6), got {}", s));
     }
   }
+  check_derived(j, m, where);
   return m;
 }
 
@@ -307,7 +354,7 @@ Results read_results(const std::string& path, bool tolerate_truncated_tail) {
       fail_at({path, line_no}, "",
               last && !ends_with_newline
                   ? "the last record is cut short (an interrupted run; --resume re-measures it)"
-                  : fmt::format("not a JSON record ({})", e.what()));
+                  : fmt::format("not a JSON record ({})", json_problem(e)));
     }
     if (!twice.empty()) fail_at({path, line_no}, twice, "given twice in one record");
     // A value of the wrong JSON type anywhere in the record is the record's error, at its line.

@@ -35,4 +35,16 @@ inline nlohmann::json parse_json_checking_keys(const std::string& text, std::str
   return nlohmann::json::parse(text, seen);
 }
 
+// A JSON library error as a reader's message: nlohmann prefixes every one with its own class and
+// number ("[json.exception.parse_error.101] parse error at line 1, column 4: ..."), which names
+// nothing the user wrote; the rest says where and what.
+inline std::string json_problem(const std::exception& e) {
+  std::string what = e.what();
+  if (what.starts_with("[json.exception.")) {
+    const auto end = what.find("] ");
+    if (end != std::string::npos) what.erase(0, end + 2);
+  }
+  return what;
+}
+
 }  // namespace dlsim

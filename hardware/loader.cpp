@@ -257,7 +257,7 @@ void read_layer_table(const std::string& path, GpuSpec& g) {
   try {
     j = parse_json_checking_keys(text.str(), twice);
   } catch (const nlohmann::json::exception& e) {
-    fail_at({path}, "", fmt::format("is not JSON: {}", e.what()));
+    fail_at({path}, "", fmt::format("is not JSON: {}", json_problem(e)));
   }
   if (!twice.empty()) fail_at({path}, twice, "given twice in one object");
   if (!j.is_object() || j.value("kind", "") != "dlsim-layer-table") {

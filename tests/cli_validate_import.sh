@@ -70,6 +70,8 @@ expect_failure "--nodes: 8 GPUs" \
   import --nodes 3 "$logs/tf_cnn_benchmarks_replicated_8gpu.log" "${out[@]}"
 expect_failure "--format" import --format caffe "$logs/tf_cnn_benchmarks_1gpu.log" "${out[@]}"
 expect_failure "none.log: cannot open the file" import "$logs/none.log" "${out[@]}"
+expect_failure "logs: given twice (one log is one run; its row would count twice)" \
+  import "$logs/tf_cnn_benchmarks_1gpu.log" "$logs/../logs/tf_cnn_benchmarks_1gpu.log" "${out[@]}"
 expect_failure "tf_cnn_benchmarks_zero_total.log:39: total images/sec: '0' is not a positive rate" \
   import "$logs/tf_cnn_benchmarks_zero_total.log" "${out[@]}"
 
@@ -84,6 +86,17 @@ printf '[\n{"ph": "B", "name": "ALLREDUCE", "ts": "1200", "pid": 1}]' >"$tmp/bad
 expect_failure "bad_type.json:2: ts: \"1200\" is not a number" \
   timeline "$tmp/bad_type.json" "${tl[@]}"
 expect_failure "none.json: cannot open the file" timeline "$logs/none.json" "${tl[@]}"
+printf '[\n{"ph": "B", "name": "ALLREDUCE", "ts": 1e300, "pid": 1}]' >"$tmp/far_ts.json"
+expect_failure "far_ts.json:2: ts: 1e+300 us is not a time in a timeline (0 .. 1e12 us)" \
+  timeline "$tmp/far_ts.json" "${tl[@]}"
+printf '[\n{"ph": "X", "name": "MEMCPY", "ts": 10, "dur": -3, "pid": 1}]' >"$tmp/neg_dur.json"
+expect_failure "neg_dur.json:2: dur: -3 us is not a time in a timeline" timeline "$tmp/neg_dur.json" "${tl[@]}"
+printf '[\n{"ph": "B", "name": "ALLREDUCE", "ts": 10, "pid": -1}]' >"$tmp/neg_pid.json"
+expect_failure "neg_pid.json:2: pid: -1 is not a tensor's row (0 or more)" \
+  timeline "$tmp/neg_pid.json" "${tl[@]}"
+printf '[\n{"ph": "FOO", "name": "ALLREDUCE", "ts": 10, "pid": 1}]' >"$tmp/bad_ph.json"
+expect_failure "bad_ph.json:2: ph: 'FOO' is not an event phase Horovod writes" \
+  timeline "$tmp/bad_ph.json" "${tl[@]}"
 
 [ "$failures" -eq 0 ] && echo "cli_validate_import: ok"
 [ "$failures" -eq 0 ]

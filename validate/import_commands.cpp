@@ -47,6 +47,7 @@ void add_import(CLI::App& app) {
   c->add_option("--notes", o->row.notes, "Text put first in the notes column");
   c->callback([o] {
     // Every log is read before the CSV is written, so a bad log leaves no file.
+    dlsim::refuse_repeated_inputs(o->logs, "logs", "one log is one run; its row would count twice");
     std::vector<Row> rows;
     std::vector<Measurement> ms;
     for (const auto& path : o->logs) {

@@ -16,6 +16,7 @@
 #include "calibrate/slurm.hpp"
 #include "common/cli.hpp"
 #include "common/error.hpp"
+#include "common/json_text.hpp"
 #include "common/output.hpp"
 #include "common/units.hpp"
 #include "validate/launch.hpp"
@@ -53,7 +54,7 @@ nlohmann::json read_manifest(const std::string& path) {
   try {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    fail_at({path, 0, 0}, "--collect", fmt::format("not JSON: {}", e.what()));
+    fail_at({path, 0, 0}, "--collect", fmt::format("not JSON: {}", json_problem(e)));
   }
   if (!j.is_object() || j.value("kind", "") != "dlsim-launch" || !j.contains("points")) {
     fail_at({path, 0, 0}, "kind", "not a dlvalidate launch manifest");

@@ -704,6 +704,16 @@ class TimelineReader {
     if (!v.is_number()) fail(line, key, fmt::format("{} is not a number", json_text(v)));
     return v.get<double>();
   }
+  // A time stamp or duration in us: Horovod counts from the timeline's start, so never below 0,
+  // and no job runs past the simulator's clock (1e6 s).
+  double micros(const nlohmann::json& j, const char* key, int line) const {
+    const double us = number(j, key, line);
+    if (!(us >= 0 && us <= kMaxSeconds.value() * 1e6)) {
+      fail(line, key,
+           fmt::format("{} us is not a time in a timeline (0 .. 1e12 us)", json_text(j.at(key))));
+    }
+    return us;
+  }
   long long integer(const nlohmann::json& j, const char* key, int line) const {
     const auto& v = field(j, key, line);
     if (!v.is_number_integer()) fail(line, key, fmt::format("{} is not an integer", json_text(v)));
@@ -749,7 +759,7 @@ class TimelineReader {
     try {
       j = nlohmann::json::parse(record, check_keys);
     } catch (const nlohmann::json::exception& e) {  // parse errors, numbers out of range
-      fail(line, "", fmt::format("the record is not JSON ({})", e.what()));
+      fail(line, "", fmt::format("the record is not JSON ({})", json_problem(e)));
     }
     if (!twice.empty()) fail(line, twice, "given twice in one record");
     ++s_.records;
@@ -761,7 +771,7 @@ class TimelineReader {
     }
     if (ph == "i" || ph == "I") {
       const std::string name = text(j, "name", line);
-      stamp(number(j, "ts", line));
+      stamp(micros(j, "ts", line));
       if (name == "CYCLE_START") ++s_.cycles;
       return;
     }
@@ -769,8 +779,10 @@ class TimelineReader {
       fail(line, "ph",
            fmt::format("'{}' is not an event phase Horovod writes (M, B, E, X or i)", ph));
     }
-    const double ts = number(j, "ts", line);
+    const double ts = micros(j, "ts", line);
     const long long pid = integer(j, "pid", line);
+    // Horovod numbers its timeline's rows (one per tensor) from 0.
+    if (pid < 0) fail(line, "pid", fmt::format("{} is not a tensor's row (0 or more)", pid));
     stamp(ts);
     tensors_.insert(pid);
     auto& stack = open_[pid];
@@ -795,8 +807,7 @@ class TimelineReader {
       add(b.name, b.activity, ts - b.ts);
     } else {
       const std::string name = text(j, "name", line);
-      const double dur = j.contains("dur") ? number(j, "dur", line) : 0.0;
-      if (dur < 0) fail(line, "dur", fmt::format("{} is negative", fmt_number(dur)));
+      const double dur = j.contains("dur") ? micros(j, "dur", line) : 0.0;
       stamp(ts + dur);
       // Timeline::NegotiateRankReady names its tick by the rank that became ready.
       const bool rank_tick = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
