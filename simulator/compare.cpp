@@ -71,7 +71,11 @@ bool offers_compression(const std::string& framework) {
 // parameter servers, which runs as BytePS; "+fp16" adds fp16 compression.
 PredictOptions scheme_options(const PredictOptions& base, const std::string& scheme) {
   if (with_fp16(scheme)) {
-    auto o = scheme_options(base, scheme.substr(0, scheme.size() - kFp16Suffix.size()));
+    const std::string plain = scheme.substr(0, scheme.size() - kFp16Suffix.size());
+    if (with_fp16(plain)) {
+      fail_at({}, "strategy", fmt::format("'{}': '+fp16' is given twice", scheme));
+    }
+    auto o = scheme_options(base, plain);
     if (!offers_compression(o.framework)) {
       fail_at({}, "strategy",
               fmt::format("'{}': {} has no fp16 gradient compression (horovod, keras, byteps and "

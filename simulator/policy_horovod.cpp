@@ -141,6 +141,12 @@ class Horovod : public FrameworkPolicy {
     if (capacity == 0 && o.negotiation == Negotiation::kCache) {
       fail_at({}, "cache_capacity", "0 turns the response cache off: --negotiation gather");
     }
+    if (capacity > 0 && o.cache_capacity && o.negotiation == Negotiation::kGather) {
+      fail_at({}, "cache_capacity",
+              fmt::format("{} entries of a response cache that gather negotiation does not have "
+                          "(it stands for HOROVOD_CACHE_CAPACITY=0)",
+                          capacity));
+    }
     p.params.negotiation =
         capacity == 0 ? Negotiation::kGather : o.negotiation.value_or(Negotiation::kCache);
     p.settings["negotiation"] = to_string(*p.params.negotiation);

@@ -230,11 +230,11 @@ void check_options(const PredictOptions& o) {
   if (o.batch && (*o.batch < 1 || *o.batch > kMaxBatch)) {
     fail_at({}, "batch", fmt::format("must be in 1..{}, got {}", kMaxBatch, *o.batch));
   }
-  if (o.anchor_throughput &&
-      !(*o.anchor_throughput > 0 && *o.anchor_throughput <= kMaxAnchorThroughput)) {
+  if (o.anchor_throughput && !(*o.anchor_throughput >= kMinAnchorThroughput &&
+                               *o.anchor_throughput <= kMaxAnchorThroughput)) {
     fail_at({}, "anchor_throughput",
-            fmt::format("must be positive samples/s, at most {:g}, got {}", kMaxAnchorThroughput,
-                        *o.anchor_throughput));
+            fmt::format("must be positive samples/s, at least {:g} and at most {:g}, got {}",
+                        kMinAnchorThroughput, kMaxAnchorThroughput, *o.anchor_throughput));
   }
   if (o.input_rate && !(*o.input_rate > 0 && *o.input_rate <= kMaxInputRate)) {
     fail_at({}, "input_rate",
@@ -247,14 +247,14 @@ void check_options(const PredictOptions& o) {
               fmt::format("rank {} is not in a job of {} GPU(s) (ranks 0..{})", rank, o.gpus,
                           o.gpus - 1));
     }
-    if (!(speed > 0 && speed <= kMaxGpuSpeed)) {
+    if (!(speed >= kMinGpuSpeed && speed <= kMaxGpuSpeed)) {
       fail_at({}, "gpu_speed",
-              fmt::format("rank {}'s speed must be in (0, {:g}] of its profile's, got {}", rank,
-                          kMaxGpuSpeed, speed));
+              fmt::format("rank {}'s speed must be in [{:g}, {:g}] of its profile's, got {}", rank,
+                          kMinGpuSpeed, kMaxGpuSpeed, speed));
     }
   }
   static_cast<void>(framework_policies().at(o.framework, {}, "framework"));
-  if (o.strategy) networks::collective_algorithms().at(*o.strategy, {});
+  if (o.strategy) networks::collective_algorithms().at(*o.strategy, {}, "strategy");
 }
 
 }  // namespace

@@ -64,6 +64,11 @@ struct PredictOptions {
   std::map<int, double> gpu_speed;
 };
 inline constexpr double kMaxGpuSpeed = 4.0;
+// The smallest speed and anchor: a GPU a thousand times slower than its profile, one sample every
+// 1,000 s. Below them a step runs past the simulator's clock (1e6 s) for any real batch, and the
+// error is better named by the option than by the step.
+inline constexpr double kMinGpuSpeed = 1e-3;
+inline constexpr double kMinAnchorThroughput = 1e-3;
 // The largest --anchor-throughput: 10^9 samples/s on one GPU, far above any model's rate (its
 // compute times would otherwise scale below the clock's picosecond).
 inline constexpr double kMaxAnchorThroughput = 1e9;

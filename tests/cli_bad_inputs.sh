@@ -90,6 +90,10 @@ expect_failure "--fusion-threshold: '1e400MiB' is out of range" "${p[@]}" --fusi
 expect_failure "--fusion-threshold: unknown unit 'EiB' in '2EiB'" "${p[@]}" --fusion-threshold 2EiB
 expect_failure "--fusion-threshold: '2e18B' is out of range for a size" "${p[@]}" --fusion-threshold 2e18B
 expect_failure "--cycle-time: '-1ms' is negative" "${p[@]}" --cycle-time -1ms
+expect_failure "--cache-capacity: 100 entries of a response cache that gather negotiation does not have" "${p[@]}" --negotiation gather --cache-capacity 100
+expect_failure "--strategy: unknown collective algorithm 'rign'; did you mean 'ring'?" "${p[@]}" --strategy rign
+expect_failure "--strategy: 'horovod+fp16+fp16': '+fp16' is given twice" compare --model resnet50 --gpus 8 --strategy ring,horovod+fp16+fp16
+expect_failure "--algo: unknown collective algorithm 'rign'" collective --gpus 8 --bytes 1MiB --algo rign
 expect_failure "--cycle-time: '1e9s' is out of range for a duration" "${p[@]}" --cycle-time 1e9s
 expect_failure "--bucket-cap: must be positive" "${p[@]}" --framework pytorch-ddp --bucket-cap 0B
 expect_failure "--bucket-cap: 'infMiB' is not a size" "${p[@]}" --framework pytorch-ddp --bucket-cap infMiB
@@ -114,7 +118,9 @@ expect_failure "--input-rate: must be positive samples/s per node, at most 1e+09
 expect_failure "--anchor-throughput: must be positive samples/s, got 0" "${p[@]}" --anchor-throughput 0
 expect_failure "--anchor-throughput" "${p[@]}" --anchor-throughput 1e999
 expect_failure "--gpu-speed: rank 8 is not in a job of 8 GPU(s)" predict --model resnet50 --gpus 8 --gpu-speed 8=0.5
-expect_failure "--gpu-speed: rank 2's speed must be in (0, 4]" predict --model resnet50 --gpus 8 --gpu-speed 2=0
+expect_failure "--gpu-speed: rank 2's speed must be in [0.001, 4]" predict --model resnet50 --gpus 8 --gpu-speed 2=0
+expect_failure "--gpu-speed: rank 0's speed must be in [0.001, 4] of its profile's, got 1e-300" predict --model resnet50 --gpus 8 --gpu-speed 0=1e-300
+expect_failure "--anchor-throughput: must be positive samples/s, at least 0.001 and at most 1e+09, got 1e-300" predict --model resnet50 --gpus 8 --anchor-throughput 1e-300
 expect_failure "--gpu-speed: rank 2's speed must be a number" predict --model resnet50 --gpus 8 --gpu-speed 2=nan
 expect_failure "--gpu-speed: expected RANK=SPEED" predict --model resnet50 --gpus 8 --gpu-speed 0.5
 expect_failure "--gpu-speed: rank 2 is given twice" predict --model resnet50 --gpus 8 --gpu-speed 2=0.5 --gpu-speed 2=0.7
@@ -195,7 +201,7 @@ expect_failure "--gpus: an empty item in '1,2,'" scale --model resnet50 --gpus 1
 expect_failure "--gpus: '08' is not a whole number written in decimal digits (a leading zero)" scale --model resnet50 --gpus 1,08
 expect_failure "--strategy: an empty name in 'ring,'" compare --model resnet50 --gpus 8 --strategy ring,
 expect_failure "--cycle-time: '1e-20ms' is below the smallest nonzero duration" predict --model resnet50 --gpus 8 --cycle-time 1e-20ms
-expect_failure "--anchor-throughput: must be positive samples/s, at most 1e+09" predict --model resnet50 --gpus 8 --anchor-throughput 1e308
+expect_failure "--anchor-throughput: must be positive samples/s, at least 0.001 and at most 1e+09" predict --model resnet50 --gpus 8 --anchor-throughput 1e308
 expect_failure "--mode: an empty value" predict --model resnet50 --gpus 8 --mode ""
 expect_failure "--cluster: unknown cluster preset 'dgx9'" predict --model resnet50 --gpus 8 --cluster dgx9
 expect_failure "--network: network file 'no/such.yaml' not found" predict --model resnet50 --gpus 8 --network no/such.yaml

@@ -468,6 +468,11 @@ TEST_CASE("horovod_without_the_response_cache_negotiates_through_rank_0") {
   CHECK(uncached.policy_settings.at("negotiation") == "gather");
   o.framework_options.negotiation = sim::Negotiation::kCache;
   CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("cache_capacity"), dlsim::InputError);
+  // A cache size with the gather negotiation, which has no cache, would be ignored: refused.
+  o.framework_options.negotiation = sim::Negotiation::kGather;
+  o.framework_options.cache_capacity = 100;
+  CHECK_THROWS_WITH_AS(sim::predict(o), doctest::Contains("gather negotiation does not have"),
+                       dlsim::InputError);
   o.framework_options.negotiation.reset();
   o.framework_options.cache_capacity.reset();
   sim::FrameworkFlags flags;
