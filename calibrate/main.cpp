@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "calibrate/fit.hpp"
@@ -134,6 +135,22 @@ std::string show_table(const std::vector<cal::Results>& all, const std::vector<s
       o << fmt::format("  warning: the fit misses a measurement by {:.1f} % (over 10 %)\n",
                        f.fit.worst_relative_error() * 100);
     }
+  }
+  // A series of transfers with fewer than two sizes to fit is named, not left out in silence.
+  for (const auto& s : cal::group_series(ms, statistic)) {
+    std::set<double> sizes;
+    for (double b : s.bytes) {
+      if (b > 0 && b >= min_bytes) sizes.insert(b);
+    }
+    if (sizes.size() >= 2 ||
+        std::none_of(s.bytes.begin(), s.bytes.end(), [](double b) { return b > 0; })) {
+      continue;
+    }
+    o << fmt::format(
+        "\n{} {} ranks={} nodes={}{}: no fit, {} of its {} size(s) at or above --min-bytes {} "
+        "(a fit needs two)\n",
+        s.op, s.backend, s.ranks, s.nodes, s.variant.empty() ? "" : " " + s.variant, sizes.size(),
+        s.bytes.size(), dlsim::format_bytes(dlsim::Bytes(min_bytes)));
   }
   o << cal::cpu_cost_report(ms, statistic);
   o << cal::layer_table_report(ms, statistic);

@@ -186,5 +186,13 @@ if [ "$rc" -ne 2 ] || [ "$(wc -l <"$tmp/stderr")" -ne 1 ] ||
   failures=$((failures + 1))
 fi
 
+# A series left with fewer than two sizes by --min-bytes is named, not dropped in silence.
+checked=$((checked + 1))
+if ! "$dlcal" show "$fx/results_one_allreduce.jsonl" --min-bytes 1TiB 2>&1 |
+     grep -qF "allreduce mpi ranks=2 nodes=1: no fit, 0 of its 1 size(s) at or above --min-bytes 1 TiB"; then
+  echo "FAIL: show --min-bytes 1TiB does not name the series it cannot fit"
+  failures=$((failures + 1))
+fi
+
 echo "$checked bad inputs checked, $failures failed"
 [ "$failures" -eq 0 ]
