@@ -1123,14 +1123,27 @@ ClusterSpec parse_cluster(const ConfigNode& n, const std::string& stem, Context&
   const int width = std::max(3, static_cast<int>(std::to_string(total).size()));
   std::set<std::string> seen;
   int index = 0;
-  for (auto& g : c.groups) {
+  // Where a group's names were written: its `hostnames`, else the group, else the file.
+  const auto where_named = [&](std::size_t group) {
+    if (n.has("groups")) {
+      const auto groups = n.child("groups").elements();
+      if (group < groups.size()) {
+        return groups[group].has("hostnames") ? groups[group].child("hostnames") : groups[group];
+      }
+    }
+    return n.has("hostnames") ? n.child("hostnames") : n;
+  };
+  for (std::size_t gi = 0; gi < c.groups.size(); ++gi) {
+    auto& g = c.groups[gi];
     if (g.hostnames.empty()) {
       for (int i = 0; i < g.count; ++i) {
         g.hostnames.push_back(fmt::format("node{:0{}}", index + i + 1, width));
       }
     }
     for (const auto& h : g.hostnames) {
-      if (!seen.insert(h).second) n.fail(fmt::format("host name '{}' is used twice", h));
+      if (!seen.insert(h).second) {
+        where_named(gi).fail(fmt::format("host name '{}' is used twice", h));
+      }
     }
     index += g.count;
   }
