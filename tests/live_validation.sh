@@ -150,6 +150,38 @@ PY
         tee -a "$BUILD/validation-summary-live.txt"
       exit 77
     fi
+    # A miss while the replays' own ring steps moved their bytes at under two thirds of the rate
+    # the calibration's allreduce reached on the same link (bytes each rank sent in the ring's
+    # sendrecv calls over the time spent in them, against 2(n-1)/n x bytes over the median time
+    # of the largest allreduce between the nodes) measures the replay's exchange, which then
+    # runs in the slow mode docs/validate-replay.md describes ("Transfers at half the link's
+    # rate"), not dlsim, whose profile has the calibrated rate.
+    rates=$(/usr/bin/python3 - "$OUT/mpi.jsonl" "$OUT"/replay-*-2.json <<'PY'
+import json, statistics, sys
+best = None
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("op") == "allreduce" and r.get("nodes", 1) > 1:
+        if best is None or r["bytes"] > best["bytes"]:
+            best = r
+n = best["ranks"]
+cal = 2 * (n - 1) / n * best["bytes"] / statistics.median(best["samples_s"])
+sent = secs = 0.0
+for path in sys.argv[2:]:
+    for rank in json.load(open(path))["ranks"]:
+        sent += rank.get("ring_sent_bytes", 0)
+        secs += rank.get("ring_step_s", 0)
+print(f"{sent / secs / 1e6 if secs > 0 else 0:.1f} {cal / 1e6:.1f}")
+PY
+    ) || rates="0 0"
+    read -r ring cal <<<"$rates"
+    if awk -v r="$ring" -v c="$cal" 'BEGIN { exit !(r > 0 && c > 0 && r < c * 2 / 3) }'; then
+      say "skipped: the gate is missed while the replays' ring steps sent $ring MB/s per rank," \
+        "under two thirds of the $cal MB/s the calibration's allreduce reached on the same link:" \
+        "the replay's exchange ran in its slow mode (docs/validate-replay.md)" |
+        tee -a "$BUILD/validation-summary-live.txt"
+      exit 77
+    fi
     # The two "nodes" share this machine's cores with whatever else runs: other work running now
     # (more than this script's one runnable task in /proc/loadavg's run queue, sampled over 2 s)
     # slowed the two-node replays more than the one-rank anchor, and the comparison measures the

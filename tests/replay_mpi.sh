@@ -52,6 +52,15 @@ for r in j["ranks"]:
     else:
         assert 1 <= colls <= 10, colls
     assert all(s > 0 for s in r["step_s"])
+    # The ring's point-to-point steps: on two ranks each sends half of every buffer in the
+    # reduce-scatter and the other half in the all-gather, so all of it, in every timed step.
+    if fw == "tf-ps":
+        assert r["ring_sent_bytes"] == 0 and r["ring_send_rate_bytes_per_s"] is None, r
+    else:
+        assert r["ring_sent_bytes"] == 3 * grad, (r["ring_sent_bytes"], grad)
+        assert r["ring_step_s"] > 0, r
+        assert abs(r["ring_send_rate_bytes_per_s"] * r["ring_step_s"] - r["ring_sent_bytes"]) \
+            <= 1e-9 * r["ring_sent_bytes"], r
 s = j["summary"]
 assert abs(s["samples_per_s"] - 2 * 4 / s["step_time_s"]["median"]) < 1e-6 * s["samples_per_s"]
 rows = list(csv.DictReader(open(sys.argv[2])))

@@ -241,15 +241,20 @@ double median(std::vector<double> v) {
 }
 
 nlohmann::json times_json(const RankTimes& t) {
-  return {{"rank", t.rank},
-          {"host", t.host},
-          {"step_s", t.step},
-          {"forward_s", t.forward},
-          {"backward_s", t.backward},
-          {"exchange_wait_s", t.exchange_wait},
-          {"update_s", t.update},
-          {"exchanged_bytes_per_step", t.exchanged_bytes},
-          {"collectives_per_step", t.collectives}};
+  return {
+      {"rank", t.rank},
+      {"host", t.host},
+      {"step_s", t.step},
+      {"forward_s", t.forward},
+      {"backward_s", t.backward},
+      {"exchange_wait_s", t.exchange_wait},
+      {"update_s", t.update},
+      {"exchanged_bytes_per_step", t.exchanged_bytes},
+      {"collectives_per_step", t.collectives},
+      {"ring_step_s", t.ring_seconds},
+      {"ring_sent_bytes", t.ring_bytes_sent},
+      {"ring_send_rate_bytes_per_s",
+       t.ring_seconds > 0 ? nlohmann::json(t.ring_bytes_sent / t.ring_seconds) : nlohmann::json()}};
 }
 
 RankTimes times_from(const nlohmann::json& j) {
@@ -263,6 +268,8 @@ RankTimes times_from(const nlohmann::json& j) {
   t.update = j.at("update_s").get<std::vector<double>>();
   t.exchanged_bytes = j.at("exchanged_bytes_per_step");
   t.collectives = j.at("collectives_per_step");
+  t.ring_seconds = j.at("ring_step_s");
+  t.ring_bytes_sent = j.at("ring_sent_bytes");
   return t;
 }
 
@@ -348,8 +355,12 @@ ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std
   mine.host = comm.host();
   const float scale = 1.0f / static_cast<float>(comm.size());
   comm.barrier();
+  ReplayComm::Transfers ring_before;
   for (int s = 0; s < o.warmup + o.steps; ++s) {
-    if (s == o.warmup) step->start_layer_timing();
+    if (s == o.warmup) {
+      step->start_layer_timing();
+      ring_before = comm.ring_transfers();
+    }
     const auto t0 = Clock::now();
     step->forward();
     const double fwd = seconds_since(t0);
@@ -373,6 +384,8 @@ ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std
     mine.exchanged_bytes = ex.bytes_sent();
     mine.collectives = ex.collectives();
   }
+  mine.ring_seconds = comm.ring_transfers().seconds - ring_before.seconds;
+  mine.ring_bytes_sent = comm.ring_transfers().bytes_sent - ring_before.bytes_sent;
   const auto all_times = comm.gather(json_text(times_json(mine)));
   if (comm.rank() != 0) return {};
   auto layers = step->layer_times();

@@ -41,6 +41,9 @@ struct RankTimes {
   double exchanged_bytes = 0;     // per step, sent into the exchange by this rank
   std::vector<LayerTime> layers;  // per timed step (the mean), rank 0 only
   int collectives = 0;            // per step
+  // Over the timed steps: time in the ring's point-to-point steps and the bytes sent in them
+  // (ReplayComm::ring_transfers); zero without a ring exchange.
+  double ring_seconds = 0, ring_bytes_sent = 0;
 };
 
 struct ReplayMeasurement {

@@ -45,6 +45,14 @@ class ReplayComm {
   // Rank 0 gets every rank's string in rank order; the others get an empty list.
   virtual std::vector<std::string> gather(const std::string& mine) = 0;
   virtual void barrier() = 0;
+  // Time spent in the ring's point-to-point steps (each send and receive posted, until both are
+  // done) and the bytes this rank sent in them, since the communicator was made: what the
+  // exchange actually got from the link, beside what a calibration measured on it.
+  struct Transfers {
+    double seconds = 0;
+    double bytes_sent = 0;
+  };
+  virtual Transfers ring_transfers() const { return {}; }
   // Ends the whole job with `code` (not collective: after an error on one rank).
   [[noreturn]] virtual void abort(int code) = 0;
 };

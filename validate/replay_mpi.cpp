@@ -169,6 +169,7 @@ class Mpi final : public ReplayComm {
     return out;
   }
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  Transfers ring_transfers() const override { return ring_; }
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);
@@ -186,9 +187,12 @@ class Mpi final : public ReplayComm {
   void sendrecv(const float* s, std::int64_t sn, int to, float* r, std::int64_t rn, int from,
                 int tag) {
     std::vector<MPI_Request> reqs;
+    const double start = MPI_Wtime();
     post_irecv(r, rn, from, tag, reqs);
     post_isend(s, sn, to, tag, reqs);
     wait(reqs, "MPI_Waitall (ring step)");
+    ring_.seconds += MPI_Wtime() - start;
+    ring_.bytes_sent += 4.0 * static_cast<double>(sn);
   }
   void post_isend(const float* p, std::int64_t n, int to, int tag, std::vector<MPI_Request>& reqs) {
     for (std::int64_t at = 0; at < n; at += kMaxCount) {
@@ -215,6 +219,7 @@ class Mpi final : public ReplayComm {
 
   int rank_ = 0, size_ = 1;
   std::vector<float> scratch_;
+  Transfers ring_;
 };
 
 #endif
