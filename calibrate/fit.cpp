@@ -242,7 +242,7 @@ std::vector<Series> group_series(const std::vector<Measurement>& measurements,
 }
 
 std::vector<SeriesFit> fit_series(const std::vector<Measurement>& measurements, double min_bytes,
-                                  Statistic statistic) {
+                                  Statistic statistic, std::vector<UnfittedSeries>* unfitted) {
   std::vector<SeriesFit> out;
   for (auto& s : group_series(measurements, statistic)) {
     Series kept = s;
@@ -254,7 +254,12 @@ std::vector<SeriesFit> fit_series(const std::vector<Measurement>& measurements, 
         kept.seconds.push_back(s.seconds[i]);
       }
     }
-    if (kept.bytes.size() < 2 || kept.bytes.front() == kept.bytes.back()) continue;
+    if (kept.bytes.size() < 2 || kept.bytes.front() == kept.bytes.back()) {
+      const bool transfers =
+          std::any_of(s.bytes.begin(), s.bytes.end(), [](double b) { return b > 0; });
+      if (unfitted && transfers) unfitted->push_back({std::move(kept), s.bytes.size()});
+      continue;
+    }
     SeriesFit f;
     f.fit = fit_piecewise(kept.bytes, kept.seconds);
     {

@@ -85,9 +85,16 @@ struct SeriesFit {
   std::vector<double> relative_errors;
 };
 // Fits every series with at least 2 sizes; points below `min_bytes` are left out of the fit
-// (latency-bound sizes are fitted separately by the regimes above them otherwise).
+// (latency-bound sizes are fitted separately by the regimes above them otherwise). A series of
+// transfers left with fewer than 2 sizes goes to `unfitted` (if given): the sizes it kept, and
+// how many it had.
+struct UnfittedSeries {
+  Series kept;
+  std::size_t sizes = 0;
+};
 std::vector<SeriesFit> fit_series(const std::vector<Measurement>& measurements,
-                                  double min_bytes = 0, Statistic statistic = Statistic::kMedian);
+                                  double min_bytes = 0, Statistic statistic = Statistic::kMedian,
+                                  std::vector<UnfittedSeries>* unfitted = nullptr);
 
 // `run torch`'s records as `fit` turns them into a profile's layer table, as text: per model,
 // device, precision, batch and thread count, every distinct layer's forward and backward time

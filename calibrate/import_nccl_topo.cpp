@@ -517,22 +517,21 @@ std::string import_nccl_topo(const std::string& path, const NcclTopoOptions& opt
   if (f.gpus.empty()) r.fail("no <gpu> in the dump: nothing to build a node from");
   // NCCL numbers GPUs and NICs by `dev` (NVML's index, the IB device's); two with one number are
   // two dumps run together or a hand edit, and the names below would not say which is which.
-  for (std::size_t i = 0; i < f.gpus.size(); ++i) {
-    for (std::size_t k = 0; k < i; ++k) {
-      if (f.gpus[i].dev == f.gpus[k].dev) {
-        r.fail(fmt::format("<pci busid=\"{}\"> <gpu>: dev {} is also the GPU at {}",
-                           f.gpus[i].busid, f.gpus[i].dev, f.gpus[k].busid));
-      }
+  const auto refuse_twice = [&](const auto& items, auto describe) {
+    std::map<int, std::size_t> first;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto [at, added] = first.emplace(items[i].dev, i);
+      if (!added) r.fail(describe(items[i], items[at->second]));
     }
-  }
-  for (std::size_t i = 0; i < f.nets.size(); ++i) {
-    for (std::size_t k = 0; k < i; ++k) {
-      if (f.nets[i].dev == f.nets[k].dev) {
-        r.fail(fmt::format("<net name=\"{}\">: dev {} is also <net name=\"{}\">", f.nets[i].name,
-                           f.nets[i].dev, f.nets[k].name));
-      }
-    }
-  }
+  };
+  refuse_twice(f.gpus, [](const Gpu& g, const Gpu& earlier) {
+    return fmt::format("<pci busid=\"{}\"> <gpu>: dev {} is also the GPU at {}", g.busid, g.dev,
+                       earlier.busid);
+  });
+  refuse_twice(f.nets, [](const Net& n, const Net& earlier) {
+    return fmt::format("<net name=\"{}\">: dev {} is also <net name=\"{}\">", n.name, n.dev,
+                       earlier.name);
+  });
 
   // Names: GPUs and NICs by `dev`, switches and CPUs in the dump's order.
   std::vector<std::size_t> gpu_order(f.gpus.size()), net_order(f.nets.size());

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 
 #include "calibrate/fit.hpp"
@@ -108,7 +107,8 @@ std::string show_table(const std::vector<cal::Results>& all, const std::vector<s
                      r.provenance.source.empty() ? "" : ", from " + r.provenance.source);
     ms.insert(ms.end(), r.measurements.begin(), r.measurements.end());
   }
-  for (const auto& f : cal::fit_series(ms, min_bytes, statistic)) {
+  std::vector<cal::UnfittedSeries> unfitted;
+  for (const auto& f : cal::fit_series(ms, min_bytes, statistic, &unfitted)) {
     const auto& s = f.series;
     o << fmt::format("\n{} {} ranks={} nodes={}{}\n", s.op, s.backend, s.ranks, s.nodes,
                      s.variant.empty() ? "" : " " + s.variant);
@@ -137,20 +137,12 @@ std::string show_table(const std::vector<cal::Results>& all, const std::vector<s
     }
   }
   // A series of transfers with fewer than two sizes to fit is named, not left out in silence.
-  for (const auto& s : cal::group_series(ms, statistic)) {
-    std::set<double> sizes;
-    for (double b : s.bytes) {
-      if (b > 0 && b >= min_bytes) sizes.insert(b);
-    }
-    if (sizes.size() >= 2 ||
-        std::none_of(s.bytes.begin(), s.bytes.end(), [](double b) { return b > 0; })) {
-      continue;
-    }
+  for (const auto& [s, sizes] : unfitted) {
     o << fmt::format(
         "\n{} {} ranks={} nodes={}{}: no fit, {} of its {} size(s) at or above --min-bytes {} "
         "(a fit needs two)\n",
-        s.op, s.backend, s.ranks, s.nodes, s.variant.empty() ? "" : " " + s.variant, sizes.size(),
-        s.bytes.size(), dlsim::format_bytes(dlsim::Bytes(min_bytes)));
+        s.op, s.backend, s.ranks, s.nodes, s.variant.empty() ? "" : " " + s.variant, s.bytes.size(),
+        sizes, dlsim::format_bytes(dlsim::Bytes(min_bytes)));
   }
   o << cal::cpu_cost_report(ms, statistic);
   o << cal::layer_table_report(ms, statistic);

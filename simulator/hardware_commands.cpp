@@ -123,8 +123,8 @@ void run_collective_cmd(const CollectiveOptions& opt) {
     fail_at({}, "--op",
             fmt::format("unknown operation '{}'{}", opt.op, did_you_mean(opt.op, names)));
   }
-  networks::collective_algorithms().at(opt.algo, {},
-                                       "--algo");  // unknown names fail here, with hints
+  // Unknown names fail here, with hints.
+  networks::collective_algorithms().at(opt.algo, {}, "--algo");
   if (opt.format != "table" && opt.format != "json" && opt.format != "csv") {
     fail_at({}, "--format", fmt::format("unknown format '{}' (table, json, csv)", opt.format));
   }

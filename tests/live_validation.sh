@@ -152,20 +152,20 @@ PY
     fi
     # A miss while the replays' own ring steps moved their bytes at under two thirds of the rate
     # the calibration's allreduce reached on the same link (bytes each rank sent in the ring's
-    # sendrecv calls over the time spent in them, against 2(n-1)/n x bytes over the median time
-    # of the largest allreduce between the nodes) measures the replay's exchange, which then
+    # sendrecv calls over the time spent in them, against the bus bandwidth dlcalibrate recorded
+    # for the largest allreduce between the nodes: what each rank sends, 2(n-1)/n x bytes, over
+    # the median time; docs/calibrate.md) measures the replay's exchange, which then
     # runs in the slow mode docs/validate-replay.md describes ("Transfers at half the link's
     # rate"), not dlsim, whose profile has the calibrated rate.
     rates=$(/usr/bin/python3 - "$OUT/mpi.jsonl" "$OUT"/replay-*-2.json <<'PY'
-import json, statistics, sys
+import json, sys
 best = None
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if r.get("op") == "allreduce" and r.get("nodes", 1) > 1:
         if best is None or r["bytes"] > best["bytes"]:
             best = r
-n = best["ranks"]
-cal = 2 * (n - 1) / n * best["bytes"] / statistics.median(best["samples_s"])
+cal = best["busbw_bytes_per_s"]
 sent = secs = 0.0
 for path in sys.argv[2:]:
     for rank in json.load(open(path))["ranks"]:

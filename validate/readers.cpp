@@ -708,9 +708,11 @@ class TimelineReader {
   // and no job runs past the simulator's clock (1e6 s).
   double micros(const nlohmann::json& j, const char* key, int line) const {
     const double us = number(j, key, line);
-    if (!(us >= 0 && us <= kMaxSeconds.value() * 1e6)) {
+    const double max_us = kMaxSeconds.value() * 1e6;
+    if (!(us >= 0 && us <= max_us)) {
       fail(line, key,
-           fmt::format("{} us is not a time in a timeline (0 .. 1e12 us)", json_text(j.at(key))));
+           fmt::format("{} us is not a time in a timeline (0 .. {:g} us)", json_text(j.at(key)),
+                       max_us));
     }
     return us;
   }

@@ -384,8 +384,9 @@ ReplayMeasurement run_replay(const ReplayOptions& o, ReplayComm& comm, const std
     mine.exchanged_bytes = ex.bytes_sent();
     mine.collectives = ex.collectives();
   }
-  mine.ring_seconds = comm.ring_transfers().seconds - ring_before.seconds;
-  mine.ring_bytes_sent = comm.ring_transfers().bytes_sent - ring_before.bytes_sent;
+  const auto ring_after = comm.ring_transfers();
+  mine.ring_seconds = ring_after.seconds - ring_before.seconds;
+  mine.ring_bytes_sent = ring_after.bytes_sent - ring_before.bytes_sent;
   const auto all_times = comm.gather(json_text(times_json(mine)));
   if (comm.rank() != 0) return {};
   auto layers = step->layer_times();
