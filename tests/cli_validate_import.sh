@@ -87,7 +87,7 @@ expect_failure "bad_type.json:2: ts: \"1200\" is not a number" \
   timeline "$tmp/bad_type.json" "${tl[@]}"
 expect_failure "none.json: cannot open the file" timeline "$logs/none.json" "${tl[@]}"
 printf '[\n{"ph": "B", "name": "ALLREDUCE", "ts": 1e300, "pid": 1}]' >"$tmp/far_ts.json"
-expect_failure "far_ts.json:2: ts: 1e+300 us is not a time in a timeline (0 .. 1e12 us)" \
+expect_failure "far_ts.json:2: ts: 1e+300 us is not a time in a timeline (0 .. 1e+12 us)" \
   timeline "$tmp/far_ts.json" "${tl[@]}"
 printf '[\n{"ph": "X", "name": "MEMCPY", "ts": 10, "dur": -3, "pid": 1}]' >"$tmp/neg_dur.json"
 expect_failure "neg_dur.json:2: dur: -3 us is not a time in a timeline" timeline "$tmp/neg_dur.json" "${tl[@]}"
