@@ -1,5 +1,7 @@
 #include "common/collective_op.hpp"
 
+#include <cmath>
+
 namespace dlsim {
 
 const std::vector<CollectiveOp>& all_ops() {
@@ -47,6 +49,21 @@ double busbw_factor(CollectiveOp op, int n) {
       return 1.0;
   }
   return 1.0;
+}
+
+double count_elements(CollectiveOp op, double size_bytes, int ranks) {
+  const double elements = std::floor(size_bytes / 4);
+  switch (op) {
+    case CollectiveOp::kAllGather:
+    case CollectiveOp::kReduceScatter:
+    case CollectiveOp::kAllToAll:
+      return std::floor(elements / ranks);
+    case CollectiveOp::kAllReduce:
+    case CollectiveOp::kBroadcast:
+    case CollectiveOp::kReduce:
+      return elements;
+  }
+  return elements;
 }
 
 }  // namespace dlsim

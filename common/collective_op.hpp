@@ -15,5 +15,11 @@ std::string to_string(CollectiveOp op);  // allreduce, allgather, ...
 std::optional<CollectiveOp> parse_op(const std::string& s);
 // 2(n-1)/n for allreduce; (n-1)/n for allgather, reducescatter, alltoall; 1 for broadcast, reduce.
 double busbw_factor(CollectiveOp op, int ranks);
+// What nccl-tests prints in its count column for a size of `size_bytes` (its size column) on
+// `ranks` ranks, in 4-byte floats: the whole buffer for allreduce, broadcast and reduce; each
+// rank's share for allgather and reducescatter; each peer's share for alltoall
+// (NVIDIA/nccl-tests, src/*.cu, the *GetCollByteCount functions' paramcount). 0 when the size
+// holds less than one element per rank.
+double count_elements(CollectiveOp op, double size_bytes, int ranks);
 
 }  // namespace dlsim

@@ -63,8 +63,11 @@ double parse_with(std::string_view text, std::string_view what,
 constexpr double kKi = 1024.0;
 
 std::string with_prefix(double v, std::string_view unit, bool binary, int digits = 3) {
-  static constexpr std::array<std::string_view, 6> dec = {"", "K", "M", "G", "T", "P"};
-  static constexpr std::array<std::string_view, 6> bin = {"", "Ki", "Mi", "Gi", "Ti", "Pi"};
+  // Up to the largest values dlsim accepts (kMaxBytes is 1 EiB, kMaxFlops 1e24 FLOP).
+  static constexpr std::array<std::string_view, 9> dec = {"",  "K", "M", "G", "T",
+                                                          "P", "E", "Z", "Y"};
+  static constexpr std::array<std::string_view, 9> bin = {"",   "Ki", "Mi", "Gi", "Ti",
+                                                          "Pi", "Ei", "Zi", "Yi"};
   const double step = binary ? kKi : 1000.0;
   std::size_t i = 0;
   while (std::abs(v) >= step && i + 1 < dec.size()) {

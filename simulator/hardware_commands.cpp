@@ -115,6 +115,11 @@ std::vector<Bytes> parse_sizes(const std::string& text) {
   return out;
 }
 
+// The smallest size nccl-tests counts one 4-byte element per rank in.
+Bytes smallest_size(networks::CollectiveOp op, int gpus) {
+  return Bytes(dlsim::count_elements(op, 4, gpus) >= 1 ? 4.0 : 4.0 * gpus);
+}
+
 void run_collective_cmd(const CollectiveOptions& opt) {
   const auto op = networks::parse_op(opt.op);
   if (!op) {
@@ -128,7 +133,7 @@ void run_collective_cmd(const CollectiveOptions& opt) {
   if (opt.format != "table" && opt.format != "json" && opt.format != "csv") {
     fail_at({}, "--format", fmt::format("unknown format '{}' (table, json, csv)", opt.format));
   }
-  const auto sizes = parse_sizes(opt.bytes);
+  const auto requested_sizes = parse_sizes(opt.bytes);
   hardware::check_reference(opt.cluster, "cluster", "--cluster");
   if (opt.library) hardware::check_reference(*opt.library, "library", "--library");
   const auto cluster = hardware::load_cluster(opt.cluster, opt.library);
@@ -187,6 +192,20 @@ void run_collective_cmd(const CollectiveOptions& opt) {
             fmt::format("{} GPUs do not split into threads of {}", opt.gpus, opt.gpus_per_thread));
   }
 
+  // A size that holds less than one 4-byte element per rank is no operation nccl-tests runs
+  // (its count column would be 0): a range leaves it out and says so, a single size is refused.
+  std::vector<Bytes> left_out;
+  std::vector<Bytes> sizes;
+  for (const auto& s : requested_sizes) {
+    (dlsim::count_elements(*op, s.value(), opt.gpus) >= 1 ? sizes : left_out).push_back(s);
+  }
+  if (sizes.empty()) {
+    fail_at({}, "--bytes",
+            fmt::format("{} holds less than one 4-byte element per rank for {} on {} GPUs (sizes "
+                        "are nccl-tests': the smallest here is {})",
+                        format_bytes(left_out.back()), networks::to_string(*op), opt.gpus,
+                        format_bytes(smallest_size(*op, opt.gpus))));
+  }
   std::vector<networks::CollectiveResult> results;
   for (const auto& s : sizes) {
     req.size = s;
@@ -212,6 +231,8 @@ void run_collective_cmd(const CollectiveOptions& opt) {
     j["cluster"] = cluster.about.name;
     j["library"] = cluster.library.about.name;
     j["busbw_factor"] = networks::busbw_factor(*op, opt.gpus);
+    j["left_out_sizes_bytes"] = nlohmann::json::array();
+    for (const auto& s : left_out) j["left_out_sizes_bytes"].push_back(s.value());
     j["results"] = nlohmann::json::array();
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       const auto& r = results[i];
@@ -223,19 +244,20 @@ void run_collective_cmd(const CollectiveOptions& opt) {
                           {"time_s", p.time.value()},
                           {"bottleneck", p.bottleneck}});
       }
-      j["results"].push_back({{"size_bytes", sizes[i].value()},
-                              {"count_elements", std::floor(sizes[i].value() / 4)},
-                              {"time_s", r.time.value()},
-                              {"algbw_bytes_per_s", r.algbw},
-                              {"busbw_bytes_per_s", r.busbw},
-                              {"algorithm", r.cost.algorithm},
-                              {"protocol", r.cost.protocol},
-                              {"channels", r.cost.channels},
-                              {"closed_form_time_s", r.cost.time.value()},
-                              {"closed_form", r.cost.formula},
-                              {"why", r.cost.why},
-                              {"steps", r.steps},
-                              {"phases", phases}});
+      j["results"].push_back(
+          {{"size_bytes", sizes[i].value()},
+           {"count_elements", dlsim::count_elements(*op, sizes[i].value(), opt.gpus)},
+           {"time_s", r.time.value()},
+           {"algbw_bytes_per_s", r.algbw},
+           {"busbw_bytes_per_s", r.busbw},
+           {"algorithm", r.cost.algorithm},
+           {"protocol", r.cost.protocol},
+           {"channels", r.cost.channels},
+           {"closed_form_time_s", r.cost.time.value()},
+           {"closed_form", r.cost.formula},
+           {"why", r.cost.why},
+           {"steps", r.steps},
+           {"phases", phases}});
     }
     j["context"] = {{"dlsim_version", kVersion},
                     {"command", "collective"},
@@ -263,9 +285,9 @@ void run_collective_cmd(const CollectiveOptions& opt) {
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       const auto& r = results[i];
       o << fmt::format("{:.0f},{:.0f},{:.3f},{:.3f},{:.3f},{},{},{:.3f},{},{}\n", sizes[i].value(),
-                       std::floor(sizes[i].value() / 4), r.time.value() * 1e6, r.algbw / 1e9,
-                       r.busbw / 1e9, r.cost.algorithm, r.cost.protocol, r.cost.time.value() * 1e6,
-                       r.cost.channels, r.steps);
+                       dlsim::count_elements(*op, sizes[i].value(), opt.gpus), r.time.value() * 1e6,
+                       r.algbw / 1e9, r.busbw / 1e9, r.cost.algorithm, r.cost.protocol,
+                       r.cost.time.value() * 1e6, r.cost.channels, r.steps);
     }
   } else {
     o << fmt::format(
@@ -275,6 +297,13 @@ void run_collective_cmd(const CollectiveOptions& opt) {
         cluster.library.about.name);
     o << fmt::format("# busbw = algbw x {:.4f} (nccl-tests); cost: {}\n#\n",
                      networks::busbw_factor(*op, opt.gpus), results.front().cost.formula);
+    if (!left_out.empty()) {
+      o << fmt::format(
+          "# {} size(s) from {} to {} left out: less than one 4-byte element per rank (the "
+          "smallest is {})\n#\n",
+          left_out.size(), format_bytes(left_out.front()), format_bytes(left_out.back()),
+          format_bytes(smallest_size(*op, opt.gpus)));
+    }
     o << fmt::format(
         "# {:>12} {:>12} {:>6} {:>6} {:>5} {:>11} {:>8} {:>8}  {:<6} {:<6} {:>11} {:>3}\n", "size",
         "count", "type", "redop", "root", "time", "algbw", "busbw", "algo", "proto", "model", "ch");
@@ -286,10 +315,11 @@ void run_collective_cmd(const CollectiveOptions& opt) {
       o << fmt::format(
           "  {:>12.0f} {:>12.0f} {:>6} {:>6} {:>5} {:>11.2f} {:>8.2f} {:>8.2f}  {:<6} {:<6} "
           "{:>11.2f} {:>3}\n",
-          sizes[i].value(), std::floor(sizes[i].value() / 4), "float", reduces ? "sum" : "none",
-          rooted ? std::to_string(opt.root) : "-1", r.time.value() * 1e6, r.algbw / 1e9,
-          r.busbw / 1e9, r.cost.algorithm, r.cost.protocol.empty() ? "-" : r.cost.protocol,
-          r.cost.time.value() * 1e6, r.cost.channels);
+          sizes[i].value(), dlsim::count_elements(*op, sizes[i].value(), opt.gpus), "float",
+          reduces ? "sum" : "none", rooted ? std::to_string(opt.root) : "-1", r.time.value() * 1e6,
+          r.algbw / 1e9, r.busbw / 1e9, r.cost.algorithm,
+          r.cost.protocol.empty() ? "-" : r.cost.protocol, r.cost.time.value() * 1e6,
+          r.cost.channels);
     }
     const auto& last = results.back();
     o << fmt::format("# at {}: {}\n", format_bytes(sizes.back()), last.cost.why);

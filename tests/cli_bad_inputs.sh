@@ -104,7 +104,7 @@ expect_failure "--iterations: Value 99999999999 not in range 1 to 1000" "${p[@]}
 expect_failure "--iterations: Value 1001 not in range 1 to 1000" "${p[@]}" --iterations 1001
 # Past the clock: the analytic engine, which runs no clock, refuses it as the DES does.
 expect_failure "step: the simulated step would reach 1e+06 s, past the simulator's clock" "${p[@]}" --engine analytic --cycle-time 1e6s
-expect_failure "--bytes: 1.02e+03 PiB takes 1.7e+08 s here, past the 1e+06 s of any time dlsim reports" collective --gpus 8 --bytes 1152921504606846976B
+expect_failure "--bytes: 1 EiB takes 1.7e+08 s here, past the 1e+06 s of any time dlsim reports" collective --gpus 8 --bytes 1152921504606846976B
 expect_failure "--seed: must be an integer in 0..18446744073709551615, got '-1'" "${p[@]}" --seed -1
 expect_failure "--seed" "${p[@]}" --seed x
 expect_failure "--gpus-per-node: Value 0 not in range" "${p[@]}" --gpus-per-node 0
@@ -159,6 +159,8 @@ expect_failure "--gpus: expected MIN:MAX or MIN:MAX:xF, got '1:8:2'" scale --mod
 expect_failure "--gpus: step 'x1' must be xF with F >= 2 (e.g. x2)" scale --model resnet50 --gpus 1:8:x1
 expect_failure "--strategy: an empty name in 'ring,,ps'" compare --model resnet50 --gpus 8 --strategy ring,,ps
 expect_failure "--bytes: '0B': a size must be positive" collective --gpus 8 --bytes 0B
+expect_failure "--bytes: 1 B holds less than one 4-byte element per rank for reducescatter on 8 GPUs (sizes are nccl-tests': the smallest here is 32 B)" collective --gpus 8 --op reducescatter --bytes 1B
+expect_failure "--bytes: 2 B holds less than one 4-byte element per rank for allreduce on 8 GPUs" collective --gpus 8 --bytes 1B:2B
 expect_failure "--bytes: '-1MiB' is negative" collective --gpus 8 --bytes -1MiB
 expect_failure "--bytes: '0.4B' is below the smallest nonzero size (1 B)" collective --gpus 8 --bytes 0.4B:1KiB
 expect_failure "--bytes: MAX is smaller than MIN" collective --gpus 8 --bytes 1MiB:1KiB

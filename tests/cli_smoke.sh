@@ -60,6 +60,14 @@ check "collective prints one row per size" test "$(grep -c '^ ' "$tmp/coll.txt")
 check "collective names the bottleneck" grep -q 'bound by' "$tmp/coll.txt"
 "$dlsim" collective --gpus 64 --algo tree --bytes 8B --format csv >"$tmp/coll.csv"
 check "collective csv" grep -q '^size_bytes,count_elements,time_us' "$tmp/coll.csv"
+# nccl-tests' count column: each rank's share for reducescatter; sizes under one element per
+# rank (8 and 16 B on 8 GPUs) are left out, and the table says so.
+"$dlsim" collective --gpus 8 --op reducescatter --bytes 8B:1KiB --format csv >"$tmp/rs.csv"
+check "reducescatter counts per rank" grep -q '^1024,32,' "$tmp/rs.csv"
+check "reducescatter starts at one element per rank" grep -q '^32,1,' "$tmp/rs.csv"
+check "reducescatter leaves out 8 and 16 B" test "$(grep -c '^[0-9]' "$tmp/rs.csv")" -eq 6
+"$dlsim" collective --gpus 8 --op reducescatter --bytes 8B:1KiB >"$tmp/rs.txt"
+check "the table names what it left out" grep -q '^# 2 size(s) from 8 B to 16 B left out' "$tmp/rs.txt"
 "$dlsim" collective --gpus 16 --algo ps --ps-servers 2 --bytes 64MiB --format json >"$tmp/ps.json"
 check "ps json" grep -q '"push gradients"' "$tmp/ps.json"
 

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "common/collective_op.hpp"
 #include "common/error.hpp"
 #include "common/units.hpp"
 
@@ -42,6 +43,27 @@ TEST_CASE("quantities_combine_only_with_matching_units") {
   CHECK((Bytes(3) + Bytes(4)).value() == 7);
   CHECK(format_bytes(Bytes(1.5 * 1024 * 1024 * 1024)) == "1.5 GiB");
   CHECK(format_seconds(Seconds(2.5e-6)) == "2.5 us");
+}
+
+TEST_CASE("the_largest_accepted_values_print_with_their_own_prefix") {
+  // kMaxBytes is 2^60 B, one EiB; kMaxFlopRate 1e21 FLOP/s, one ZFLOP/s.
+  CHECK(format_bytes(kMaxBytes) == "1 EiB");
+  CHECK(format_bytes(Bytes(1024.0 * 1024 * 1024 * 1024 * 1024)) == "1 PiB");
+  CHECK(format_flop_rate(kMaxFlopRate) == "1 ZFLOP/s");
+  CHECK(format_bandwidth(kMaxBandwidth) == "1 PB/s");
+}
+
+TEST_CASE("nccl_tests_count_column_is_per_rank_for_gathers_and_scatters") {
+  // nccl-tests (src/*.cu, *GetCollByteCount): the whole buffer for allreduce, broadcast and
+  // reduce; each rank's share for allgather and reducescatter; each peer's for alltoall.
+  CHECK(count_elements(CollectiveOp::kAllReduce, 1024, 8) == 256);
+  CHECK(count_elements(CollectiveOp::kBroadcast, 1024, 8) == 256);
+  CHECK(count_elements(CollectiveOp::kReduce, 1024, 8) == 256);
+  CHECK(count_elements(CollectiveOp::kReduceScatter, 1024, 8) == 32);
+  CHECK(count_elements(CollectiveOp::kAllGather, 1024, 8) == 32);
+  CHECK(count_elements(CollectiveOp::kAllToAll, 1024, 8) == 32);
+  CHECK(count_elements(CollectiveOp::kReduceScatter, 31, 8) == 0);
+  CHECK(count_elements(CollectiveOp::kAllReduce, 3, 8) == 0);
 }
 
 TEST_CASE("nearest_names_suggest_close_spellings_first") {
