@@ -730,8 +730,9 @@ std::string import_nccl_topo(const std::string& path, const NcclTopoOptions& opt
   std::string nets;
   for (std::size_t i : net_order) {
     const auto& n = f.nets[i];
-    nets += fmt::format("{}{} {} ({} Mb/s)", nets.empty() ? "" : ", ", net_name[i], n.name,
-                        n.speed_mbps);
+    // A port whose speed NCCL did not read (no `speed`, or 0: a port that is down) says so.
+    nets += fmt::format("{}{} {} ({})", nets.empty() ? "" : ", ", net_name[i], n.name,
+                        n.speed_mbps > 0 ? fmt::format("{} Mb/s", n.speed_mbps) : "speed not read");
   }
   std::string description = fmt::format(
       "Node fabric imported from the NCCL topology dump {}: {} GPUs (sm {}), {} NUMA domains, {} "

@@ -15,6 +15,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -168,6 +169,22 @@ TEST_CASE("nccl_topo_gpu_and_base_node_options_override_the_inferred_model_and_t
   CHECK(n.gpu.about.name == "v100-sxm2-32gb");
   CHECK(n.host.cores == 40);
   CHECK(gbps(n, "pcie") == dlsim_test::approx(15.7538).epsilon(1e-4));
+}
+
+TEST_CASE("nccl_topo_a_nic_port_without_a_speed_is_named_so_not_as_0_mb_per_s") {
+  // NCCL writes speed="0" for a port it could not read (one that is down); the speed belongs
+  // to the network profile, so the import only names it in the node's source.
+  const auto dir = scratch("nospeed");
+  std::ifstream in(fixture("nccl_topo_dgx1.xml"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string from = "name=\"mlx5_1\" dev=\"1\" speed=\"100000\"";
+  REQUIRE(text.find(from) != std::string::npos);
+  text.replace(text.find(from), from.size(), "name=\"mlx5_1\" dev=\"1\" speed=\"0\"");
+  const auto path = (dir / "nospeed.xml").string();
+  std::ofstream(path) << text;
+  const auto n = import_and_load(path, dir, "nospeed");
+  CHECK(n.about.source.find("mlx5_1 (speed not read)") != std::string::npos);
+  CHECK(n.about.source.find("mlx5_0 (100000 Mb/s)") != std::string::npos);
 }
 
 TEST_CASE("nccl_topo_bad_dumps_are_refused_with_the_file_and_the_problem") {
