@@ -90,7 +90,19 @@ void prepare_atomic(Pending& p, const struct stat* existing) {
   const fs::path dir = p.target.has_parent_path() ? p.target.parent_path() : fs::path(".");
   std::string tmp = (dir / ("." + p.target.filename().string() + ".XXXXXX")).string();
   const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
-  if (fd < 0) fail_errno(p.shown, "cannot create a file in " + dir.string(), errno);
+  if (fd < 0) {
+    const int err = errno;
+    std::error_code ec;
+    if (err == ENOENT && !fs::is_directory(dir, ec)) {
+      fail_at({p.shown}, "", "the folder " + dir.string() + " does not exist");
+    }
+    // The content goes to a new file beside the target, renamed over it once complete; a file
+    // system that refuses new files (/proc, /sys) cannot take it.
+    fail_errno(p.shown,
+               existing ? "cannot replace it: no new file can be made beside it in " + dir.string()
+                        : "cannot create a file in " + dir.string(),
+               err);
+  }
   auto give_up = [&](const std::string& what, int err) {
     ::close(fd);
     ::unlink(tmp.c_str());

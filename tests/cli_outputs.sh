@@ -66,7 +66,12 @@ check "/dev/full is still a character device" devices_intact
 
 # A directory and a missing folder.
 expect_error "is a directory" "$dlsim" predict --model resnet50 --gpus 8 -o "$tmp"
-expect_error "No such file or directory" "$dlsim" predict --model resnet50 --gpus 8 -o "$tmp/no/such.json"
+expect_error "the folder $tmp/no does not exist" "$dlsim" predict --model resnet50 --gpus 8 -o "$tmp/no/such.json"
+# A file on a file system that takes no new file: the output replaces files by renaming.
+if [ -f /proc/version ]; then
+  expect_error "/proc/version: cannot replace it: no new file can be made beside it in /proc" \
+    "$dlsim" predict --model resnet50 --gpus 8 -o /proc/version
+fi
 
 # A symbolic link is followed: the link stays, its target holds the output.
 echo old >"$tmp/target.json"
