@@ -1,6 +1,7 @@
 #include "common/config.hpp"
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -79,6 +80,10 @@ ConfigNode ConfigNode::load_string(const std::string& text, const std::string& n
               "merge it into the first)");
     }
     if (!documents.empty()) root = documents.front();
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's parser stops at its nesting limit (depthguard.h) with the message "bad file".
+    fail_at({name, e.mark.line + 1, e.mark.column + 1}, "",
+            fmt::format("malformed YAML: nested more than {} levels deep", e.depth()));
   } catch (const YAML::Exception& e) {
     fail_at({name, e.mark.line + 1, e.mark.column + 1}, "", "malformed YAML: " + e.msg);
   }

@@ -231,6 +231,10 @@ printf 'kind: network\nname: slow\ndescription: one bit per second\nsource: test
 expect_failure "'port.bandwidth': '10bit/s' is below the smallest nonzero bandwidth (1000 B/s)" predict --model resnet50 --gpus 8 --network "$tmp/slow/slow.yaml"
 printf 'kind: network\nname: slow2\ndescription: a latency of 11 days\nsource: tests\nextends: 10gbe\nport: {bandwidth: "10Gbit/s", latency: "1e6s"}\n' >"$tmp/slow/slow2.yaml"
 expect_failure "step: the simulated step would reach" predict --model resnet50 --gpus 8 --network "$tmp/slow/slow2.yaml"
+# Nesting past yaml-cpp's limit: named as such, not as yaml-cpp's "bad file".
+python3 -c "print('kind: cluster\\nname: deep\\nnode: ' + '[' * 3000 + ']' * 3000)" >"$tmp/deep.yaml"
+expect_failure "deep.yaml:3:" hardware show "$tmp/deep.yaml"
+expect_failure "malformed YAML: nested more than 500 levels deep" hardware show "$tmp/deep.yaml"
 printf 'name: bomb\ndescription: d\nsource: s\nparams:\n  a0: &a0 [1, 1]\n  a1: &a1 [*a0, *a0]\nlayers:\n  - {name: data, op: input, shape: [3]}\n' >"$tmp/slow/bomb.yaml"
 expect_failure "'params.a0': a model parameter must be a single value" model show "$tmp/slow/bomb.yaml"
 
