@@ -18,7 +18,8 @@ double busbw_factor(CollectiveOp op, int ranks);
 // What nccl-tests prints in its count column for a size of `size_bytes` (its size column) on
 // `ranks` ranks, in 4-byte floats: the whole buffer for allreduce, broadcast and reduce; each
 // rank's share for allgather and reducescatter; each peer's share for alltoall
-// (NVIDIA/nccl-tests, src/*.cu, the *GetCollByteCount functions' paramcount). 0 when the size
+// (NVIDIA/nccl-tests, src/*.cu, the *GetCollByteCount functions' paramcount, which nccl-tests
+// also rounds down to a multiple of 4 elements; here the size is kept as given). 0 when the size
 // holds less than one element per rank.
 double count_elements(CollectiveOp op, double size_bytes, int ranks);
 
