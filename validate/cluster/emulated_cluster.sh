@@ -139,6 +139,7 @@ export OMPI_MCA_btl=tcp,self
 export OMPI_MCA_btl_tcp_if_include=$SUBNET
 export OMPI_MCA_oob_tcp_if_include=$SUBNET
 export OMPI_MCA_btl_tcp_links=4
+export OMPI_MCA_btl_tcp_rdma_pipeline_frag_size=1048576
 export OMPI_MCA_mpi_yield_when_idle=$yield
 EOF
   echo "$nodes" >"$dir/nodes"
