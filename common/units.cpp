@@ -43,7 +43,10 @@ double parse_with(std::string_view text, std::string_view what,
   for (const auto& u : units) {
     if (u.suffix != suffix) continue;
     if (number < 0) {
-      throw std::invalid_argument(fmt::format("'{}' is negative; a {} cannot be", text, what));
+      const bool vowel =
+          !what.empty() && std::string_view("aeiou").find(what.front()) != std::string_view::npos;
+      throw std::invalid_argument(fmt::format("'{}' is negative; {} {} cannot be negative", text,
+                                              vowel ? "an" : "a", what));
     }
     const double value = number * u.factor;
     if (!std::isfinite(value) || value > max) {
