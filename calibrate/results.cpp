@@ -2,10 +2,12 @@
 #include "common/json_text.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -222,6 +224,53 @@ void check_derived(const nlohmann::json& j, const Measurement& m, const std::str
 
 }  // namespace
 
+// The params of dlcalibrate run torch's records (a layer's forward or backward, the optimizer's
+// update): fit writes them into the profile's layer table, so they are checked where the record
+// is read, and `show` and `fit` refuse the same records.
+void check_torch_params(const Measurement& m, const std::string& where) {
+  const bool layer = m.op == "layer_forward" || m.op == "layer_backward";
+  if (m.backend != "torch" || (!layer && m.op != "optimizer_update")) return;
+  const auto value = [&](const std::string& key) -> const std::string* {
+    const auto it = m.params.find(key);
+    return it == m.params.end() ? nullptr : &it->second;
+  };
+  const auto need = [&](const std::string& key) -> const std::string& {
+    const auto* v = value(key);
+    if (!v) fail_at({where}, "params." + key, fmt::format("missing from this {} record", m.op));
+    return *v;
+  };
+  const auto count = [&](const std::string& key, long long max, const char* what,
+                         const char* max_text) {
+    const std::string& text = need(key);
+    long long v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || v < 1 || v > max) {
+      fail_at({where}, "params." + key,
+              fmt::format("'{}' is not {} (a whole number in 1..{})", text, what, max_text));
+    }
+  };
+  const auto one_of = [&](const std::string& key, const std::vector<std::string>& names) {
+    const auto* v = value(key);
+    if (v && std::find(names.begin(), names.end(), *v) == names.end()) {
+      fail_at({where}, "params." + key,
+              fmt::format("unknown {} '{}' ({})", key, *v, fmt::join(names, ", ")));
+    }
+  };
+  count("threads", 4096, "a thread count", "4096");
+  if (layer || value("batch")) count("batch", std::int64_t{1} << 24, "a batch size", "2^24");
+  if (layer && need("model").empty()) fail_at({where}, "params.model", "is empty");
+  if (layer && m.shape.empty()) {
+    fail_at({where}, "shape", "is empty: a layer record's shape is the layer's signature");
+  }
+  if (value("instances")) count("instances", 1 << 24, "a count of layers", "2^24");
+  if (m.op == "optimizer_update") {
+    count("elements", std::int64_t{1} << 58, "a count of elements", "2^58");
+    count("tensors", 1 << 24, "a count of tensors", "2^24");
+  }
+  one_of("precision", {"fp32", "tf32", "fp16", "amp", "bf16"});
+  one_of("device", {"cpu", "cuda"});
+}
+
 Measurement measurement_from_json(const nlohmann::json& j, const std::string& file, int line) {
   const std::string where = fmt::format("{}:{}", file, line);
   if (!j.is_object()) fail_at({where}, "", "expected a JSON object");
@@ -309,6 +358,7 @@ Measurement measurement_from_json(const nlohmann::json& j, const std::string& fi
     }
   }
   check_derived(j, m, where);
+  check_torch_params(m, where);
   return m;
 }
 

@@ -46,6 +46,16 @@ expect_failure "instant.txt:4: latency: 1e-30 us is not a time a results file ho
 expect_failure "nccl_tests_extra_column.txt:23: the row has 14 columns where the header has 13" -o r.jsonl import nccl-tests "$fx/nccl_tests_extra_column.txt"
 expect_failure "osu_gather.txt:2: OSU test 'MPI Gather Latency Test' is not imported" -o r.jsonl import osu "$fx/osu_gather.txt"
 expect_failure "nccl_tests_undecided_op.txt:10: cannot tell which collective this table measured (the log names no *_perf binary and its columns fit allgather, alltoall): give --op with one of" -o r.jsonl import nccl-tests "$fx/nccl_tests_undecided_op.txt"
+# The params of a libtorch layer table's records (dlcalibrate run torch), refused where read.
+torch_table="$fx/../../../hardware/measured/h100-2026-11-27/h100-alexnet-fp32.jsonl"
+sed '2s/"batch":"64"/"batch":"abc"/' "$torch_table" >"$tmp/batch_abc.jsonl"
+expect_failure "batch_abc.jsonl:2: params.batch: 'abc' is not a batch size (a whole number in 1..2^24)" -o p.yaml fit "$tmp/batch_abc.jsonl"
+sed '2s/"threads":"1"/"threads":"0"/' "$torch_table" >"$tmp/threads0.jsonl"
+expect_failure "threads0.jsonl:2: params.threads: '0' is not a thread count" -o p.yaml fit "$tmp/threads0.jsonl"
+sed '44s/"tensors":"16"/"tensors":"0"/' "$torch_table" >"$tmp/tensors0.jsonl"
+expect_failure "tensors0.jsonl:44: params.tensors: '0' is not a count of tensors" -o p.yaml fit "$tmp/tensors0.jsonl"
+sed '2s/"precision":"fp32"/"precision":"fp8"/' "$torch_table" >"$tmp/fp8.jsonl"
+expect_failure "fp8.jsonl:2: params.precision: unknown precision 'fp8'" -o p.txt show "$tmp/fp8.jsonl"
 expect_failure "--op: unknown operation 'allredcue'" -o r.jsonl import nccl-tests "$fx/nccl_tests_undecided_op.txt" --op allredcue
 expect_failure "--op: the log names all_reduce_perf (allreduce), not broadcast" -o r.jsonl import nccl-tests "$fx/nccl_tests_allreduce_2x4.txt" --op broadcast
 expect_failure "--ranks: the log says 8 ranks (its '#  Rank' device lines), not 4" -o r.jsonl import nccl-tests "$fx/nccl_tests_allreduce_2x4.txt" --ranks 4
