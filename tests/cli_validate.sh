@@ -145,6 +145,11 @@ sed 's/throughput: 134.4/throughput: 0/' "$hc" >"$tmp/dup/anchor0.yaml"
 grep -q 'throughput: 0}' "$tmp/dup/anchor0.yaml" || fail "the anchor0 fixture has no zero anchor"
 expect_failure "anchor.throughput': must be a single-GPU rate in (0, 1e+09] samples/s, got 0" \
   --data "$hr" --cases "$tmp/dup/anchor0.yaml"
+# Numbers in decimal digits only, as dlsim's flags: a hexadecimal cell is refused at its line.
+mkdir -p "$tmp/hex"
+sed '20s/,2022.6,images/,0x7e6,images/' "$hr" >"$tmp/hex/horovod_readme2017.csv"
+expect_failure "horovod_readme2017.csv:20: value: '0x7e6' is not a number written in decimal digits" \
+  --data "$tmp/hex/horovod_readme2017.csv" --cases "$hc"
 # A spreadsheet's byte-order mark is no part of the first column's name.
 mkdir -p "$tmp/bom"
 { printf '\357\273\277'; cat "$hr"; } >"$tmp/bom/horovod_readme2017.csv"

@@ -56,15 +56,12 @@ bool matches(const Row& row, const std::map<std::string, std::string>& exact,
   return true;
 }
 
+// A number written in decimal digits (no hexadecimal, no padding, finite), as dlsim's flags take.
 double number(const Table& t, std::size_t i, const std::string& column) {
   const auto& text = t.rows[i].at(column);
-  try {
-    std::size_t used = 0;
-    const double v = std::stod(text, &used);
-    if (used == text.size()) return v;
-  } catch (const std::exception&) {
-  }
-  fail_at({t.path, t.lines[i]}, column, fmt::format("'{}' is not a number", text));
+  if (const auto v = parse_number(text)) return *v;
+  fail_at({t.path, t.lines[i]}, column,
+          fmt::format("'{}' is not a number written in decimal digits", text));
 }
 
 // A measured value of a row: a positive, finite number (errors are relative to it, and the
