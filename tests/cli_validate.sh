@@ -150,6 +150,14 @@ mkdir -p "$tmp/hex"
 sed '20s/,2022.6,images/,0x7e6,images/' "$hr" >"$tmp/hex/horovod_readme2017.csv"
 expect_failure "horovod_readme2017.csv:20: value: '0x7e6' is not a number written in decimal digits" \
   --data "$tmp/hex/horovod_readme2017.csv" --cases "$hc"
+# One name, one case: a second case of one name would compare its rows twice in the gate.
+sed 's/- name: inception_v3 NCCL TCP 25GbE$/- name: inception_v3 NCCL RDMA 25GbE/' "$hc" >"$tmp/hex/dup_name.yaml"
+expect_failure "dup_name.yaml:25:11: 'cases[1].name': 'inception_v3 NCCL RDMA 25GbE' is also the name of cases[0]" \
+  --data "$hr" --cases "$tmp/hex/dup_name.yaml"
+sed 's/- name: inception_v3 NCCL TCP 25GbE$/- name: "inception_v3\\nNCCL"/' "$hc" >"$tmp/hex/nl_name.yaml"
+expect_failure "'cases[1].name': holds a control character" --data "$hr" --cases "$tmp/hex/nl_name.yaml"
+sed 's/- name: inception_v3 NCCL TCP 25GbE$/- name: " "/' "$hc" >"$tmp/hex/empty_name.yaml"
+expect_failure "'cases[1].name': is empty" --data "$hr" --cases "$tmp/hex/empty_name.yaml"
 # A spreadsheet's byte-order mark is no part of the first column's name.
 mkdir -p "$tmp/bom"
 { printf '\357\273\277'; cat "$hr"; } >"$tmp/bom/horovod_readme2017.csv"

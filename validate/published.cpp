@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <regex>
 
 #include "common/config.hpp"
@@ -155,9 +156,20 @@ CaseFile cases_from(const ConfigNode& root, const std::string& path) {
   f.name = root.get<std::string>("name");
   f.description = root.get<std::string>("description");
   f.source = root.get<std::string>("source");
+  std::map<std::string, std::size_t> names;  // a case's name -> its index
   for (const auto& c : root.child("cases").elements()) {
     Case k;
     k.name = c.get<std::string>("name");
+    // A case is named in the report, the gate's worst row and its plots: one name, one case
+    // (a second case of one name would compare its rows twice), in plain characters.
+    if (k.name.find_first_not_of(" \t") == std::string::npos) c.child("name").fail("is empty");
+    if (std::any_of(k.name.begin(), k.name.end(),
+                    [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; })) {
+      c.child("name").fail("holds a control character (a line break or tab splits the report)");
+    }
+    if (const auto [it, added] = names.try_emplace(k.name, f.cases.size()); !added) {
+      c.child("name").fail(fmt::format("'{}' is also the name of cases[{}]", k.name, it->second));
+    }
     k.data = c.get<std::string>("data");
     k.figure = c.get_or<std::string>("figure", f.name);
     k.match = string_map(c.child("match"));
