@@ -431,10 +431,12 @@ struct OsuReader {
 
   void read() {
     static const std::regex header(R"(^#\s*OSU\s+(\S+)\s+(.*?Test)\b\s*(?:v(\S+))?\s*$)");
+    // Whatever follows the key is its value: a count, or an error naming it ("x", "2.5" would
+    // otherwise leave the line unread and the run on one node).
     static const std::regex ranks_line(
-        R"(^#\s*(?:ranks|number of processes|processes|np)\s*[:=]\s*(-?\d+)\s*$)",
+        R"(^#\s*(?:ranks|number of processes|processes|np)\s*[:=]\s*(.*?)\s*$)",
         std::regex::icase);
-    static const std::regex nodes_line(R"(^#\s*nodes\s*[:=]\s*(-?\d+)\s*$)", std::regex::icase);
+    static const std::regex nodes_line(R"(^#\s*nodes\s*[:=]\s*(.*?)\s*$)", std::regex::icase);
     static const std::regex datatype_line(R"(^#\s*Datatype:\s*(\w+))");
     static const std::regex buffers_line(R"(Send Buffer on (\w+).*Receive Buffer on (\w+))");
     static const std::regex pairs_line(R"(\[\s*pairs:\s*(\d+)\s*\])");

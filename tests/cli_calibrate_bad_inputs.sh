@@ -46,6 +46,11 @@ expect_failure "instant.txt:4: latency: 1e-30 us is not a time a results file ho
 expect_failure "nccl_tests_extra_column.txt:23: the row has 14 columns where the header has 13" -o r.jsonl import nccl-tests "$fx/nccl_tests_extra_column.txt"
 expect_failure "osu_gather.txt:2: OSU test 'MPI Gather Latency Test' is not imported" -o r.jsonl import osu "$fx/osu_gather.txt"
 expect_failure "nccl_tests_undecided_op.txt:10: cannot tell which collective this table measured (the log names no *_perf binary and its columns fit allgather, alltoall): give --op with one of" -o r.jsonl import nccl-tests "$fx/nccl_tests_undecided_op.txt"
+# A garbled rank or node count in an OSU log is an error at its line, not a run on one node.
+sed '3s/4/x/' "$fx/osu_allreduce.txt" >"$tmp/osu_nodes_x.txt"
+expect_failure "osu_nodes_x.txt:3: nodes: 'x' is not a count" -o r.jsonl import osu "$tmp/osu_nodes_x.txt"
+sed '2s/16/16.5/' "$fx/osu_allreduce.txt" >"$tmp/osu_ranks_frac.txt"
+expect_failure "osu_ranks_frac.txt:2: ranks: '16.5' is not a count" -o r.jsonl import osu "$tmp/osu_ranks_frac.txt" --ranks 16
 # The params of a libtorch layer table's records (dlcalibrate run torch), refused where read.
 torch_table="$fx/../../../hardware/measured/h100-2026-11-27/h100-alexnet-fp32.jsonl"
 sed '2s/"batch":"64"/"batch":"abc"/' "$torch_table" >"$tmp/batch_abc.jsonl"
