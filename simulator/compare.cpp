@@ -243,6 +243,37 @@ namespace {
 constexpr int kCrossoverReach = 8;
 }  // namespace
 
+// A setting that shapes only some frameworks (fusion threshold, bucket cap, servers, ...) stays
+// with the schemes that run such a framework (scheme_options); given where no scheme of the list
+// keeps it, it would change nothing: refused, as predict refuses it for its one framework.
+void refuse_settings_no_scheme_keeps(const CompareOptions& options) {
+  std::vector<FrameworkOptions> kept;
+  for (const auto& s : options.schemes) {
+    kept.push_back(scheme_options(options.base, s).framework_options);
+  }
+  const auto check = [&](const char* field, auto given) {
+    if (!given(options.base.framework_options)) return;
+    if (std::any_of(kept.begin(), kept.end(), given)) return;
+    fail_at({}, field,
+            fmt::format("applies to no scheme of the list ({})", fmt::join(options.schemes, ", ")));
+  };
+  using F = const FrameworkOptions&;
+  check("fusion_threshold", [](F f) { return f.fusion_threshold.has_value(); });
+  check("cycle_time", [](F f) { return f.cycle_time.has_value(); });
+  check("negotiation", [](F f) { return f.negotiation.has_value(); });
+  check("cache_capacity", [](F f) { return f.cache_capacity.has_value(); });
+  check("bucket_cap", [](F f) { return f.bucket_cap.has_value(); });
+  check("first_bucket", [](F f) { return f.first_bucket.has_value(); });
+  check("mode", [](F f) { return f.mode.has_value(); });
+  check("partition", [](F f) { return f.partition_bytes.has_value(); });
+  check("compression", [](F f) { return f.compression.has_value(); });
+  check("ps_servers", [](F f) { return f.ps_servers.has_value(); });
+  check("ps_placement", [](F f) { return f.ps_colocated.has_value(); });
+  check("ps_device", [](F f) { return f.ps_on_gpu.has_value(); });
+  check("xla", [](F f) { return f.xla; });
+  check("host_staging", [](F f) { return f.host_staging; });
+}
+
 Comparison compare(const CompareOptions& options) {
   if (options.schemes.empty()) {
     fail_at({}, "strategy", "expected a list such as ring,tree,byteps");
@@ -252,6 +283,7 @@ Comparison compare(const CompareOptions& options) {
     if (s.empty()) fail_at({}, "strategy", "an empty name in the list");
     if (!seen.insert(s).second) fail_at({}, "strategy", fmt::format("'{}' given twice", s));
   }
+  refuse_settings_no_scheme_keeps(options);
   // The model and the cluster are read once for every scheme and GPU count, and once per
   // network of the network search.
   const PredictInputs inputs = load_inputs(options.base);

@@ -99,6 +99,8 @@ expect_failure "--strategy: 'ring' given twice" "${c[@]}" --strategy ring,ring
 expect_failure "unknown collective algorithm 'rign'; did you mean 'ring'?" "${c[@]}" --strategy rign,byteps
 expect_failure "--strategy: an empty value" "${c[@]}" --strategy ""
 expect_failure "unknown network preset '10gb'" "${c[@]}" --network 10gb
+expect_failure "--fusion-threshold: applies to no scheme of the list (byteps, tf-ps)" "${c[@]}" --strategy byteps,tf-ps --fusion-threshold 1MiB
+expect_failure "--cycle-time: applies to no scheme of the list (byteps, pytorch-ddp)" "${c[@]}" --strategy byteps,pytorch-ddp --cycle-time 1ms
 
 # The default schemes leave out one the library cannot run, and say so; asked for, it fails.
 "$dlsim" compare --model resnet50 --gpus 32 --cluster dgx2h --no-crossover >"$tmp/skip.txt" ||
