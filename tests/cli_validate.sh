@@ -150,6 +150,11 @@ mkdir -p "$tmp/hex"
 sed '20s/,2022.6,images/,0x7e6,images/' "$hr" >"$tmp/hex/horovod_readme2017.csv"
 expect_failure "horovod_readme2017.csv:20: value: '0x7e6' is not a number written in decimal digits" \
   --data "$tmp/hex/horovod_readme2017.csv" --cases "$hc"
+# A table's batch is checked at its cell, not blamed on the cases file.
+sed '20s/,4,4,64,synthetic/,4,4,0,synthetic/' "$hr" >"$tmp/hex/horovod_readme2017.csv"
+sed 's/batch: "64", //' "$hc" >"$tmp/hex/no_batch.yaml"
+expect_failure "horovod_readme2017.csv:20: batch_per_gpu: '0' is not a whole number in 1..16777216" \
+  --data "$tmp/hex/horovod_readme2017.csv" --cases "$tmp/hex/no_batch.yaml"
 # One name, one case: a second case of one name would compare its rows twice in the gate.
 sed 's/- name: inception_v3 NCCL TCP 25GbE$/- name: inception_v3 NCCL RDMA 25GbE/' "$hc" >"$tmp/hex/dup_name.yaml"
 expect_failure "dup_name.yaml:25:11: 'cases[1].name': 'inception_v3 NCCL RDMA 25GbE' is also the name of cases[0]" \

@@ -70,6 +70,7 @@ double number(const Table& t, std::size_t i, const std::string& column) {
 // Bounds of a row: a GPU count as the programs take one (2^20 ranks), and a measurement far
 // above any published figure (samples/s or %), so that errors and plots stay finite.
 constexpr int kMaxRowGpus = 1 << 20;
+constexpr int kMaxRowBatch = 1 << 24;  // dlsim's largest batch per GPU (model::kMaxBatch)
 constexpr double kMaxMeasurement = 1e12;
 
 double measurement(const Table& t, std::size_t i, const std::string& column) {
@@ -468,8 +469,9 @@ std::vector<Comparison> compare(const std::vector<Table>& tables, const CaseFile
     const auto model_of = [&](std::size_t i) {
       return c.model ? *c.model : t->rows[i].at("model");
     };
+    // A batch from the table is checked at its cell (the case's own is checked with the case).
     const auto batch_of = [&](std::size_t i) {
-      return c.batch ? *c.batch : t->rows[i].at("batch_per_gpu");
+      return c.batch ? *c.batch : std::to_string(count(*t, i, "batch_per_gpu", kMaxRowBatch));
     };
     const Predictor predict{file, c};
 
