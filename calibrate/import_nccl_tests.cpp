@@ -578,6 +578,26 @@ struct TextReader {
                   half_unit(tokens[c.busbw]) + half_unit(tokens[c.algbw]) * bus_factor(op, ranks));
       const auto dtype = dtype_of(tokens[c.type]);
       if (!dtype) fail_at(where, "type", fmt::format("unknown data type '{}'", tokens[c.type]));
+      // nccl-tests' count is the whole buffer's elements for allreduce, broadcast and reduce,
+      // and each rank's share for allgather, reducescatter and alltoall (src/*.cu,
+      // *GetCollByteCount): with the type, it gives the size exactly.
+      {
+        const auto count = to_number(tokens[c.count_col]);
+        if (!count || *count < 0 || *count != std::floor(*count)) {
+          fail_at(where, "count",
+                  fmt::format("'{}' is not a count of elements", tokens[c.count_col]));
+        }
+        const bool share = op == "allgather" || op == "reducescatter" || op == "alltoall";
+        const double elem = type_bytes(tokens[c.type]);
+        const double expected = *count * elem * (share ? ranks : 1);
+        if (elem > 0 && std::abs(expected - bytes) >= 0.5) {
+          fail_at(
+              where, "count",
+              fmt::format("{:.0f} element(s) of {} {}make {:.0f} B, not the row's {:.0f} B", *count,
+                          tokens[c.type], share ? fmt::format("on each of {} ranks ", ranks) : "",
+                          expected, bytes));
+        }
+      }
 
       Measurement meas;
       meas.op = op;

@@ -51,6 +51,9 @@ sed '3s/4/x/' "$fx/osu_allreduce.txt" >"$tmp/osu_nodes_x.txt"
 expect_failure "osu_nodes_x.txt:3: nodes: 'x' is not a count" -o r.jsonl import osu "$tmp/osu_nodes_x.txt"
 sed '2s/16/16.5/' "$fx/osu_allreduce.txt" >"$tmp/osu_ranks_frac.txt"
 expect_failure "osu_ranks_frac.txt:2: ranks: '16.5' is not a count" -o r.jsonl import osu "$tmp/osu_ranks_frac.txt" --ranks 16
+# nccl-tests' count column gives the row's size with its type.
+sed '20s/     2     float/     3     float/' "$fx/nccl_tests_allreduce_2x4.txt" >"$tmp/nccl_count.txt"
+expect_failure "nccl_count.txt:20: count: 3 element(s) of float make 12 B, not the row's 8 B" -o r.jsonl import nccl-tests "$tmp/nccl_count.txt"
 # The params of a libtorch layer table's records (dlcalibrate run torch), refused where read.
 torch_table="$fx/../../../hardware/measured/h100-2026-11-27/h100-alexnet-fp32.jsonl"
 sed '2s/"batch":"64"/"batch":"abc"/' "$torch_table" >"$tmp/batch_abc.jsonl"
