@@ -434,8 +434,7 @@ struct OsuReader {
     // Whatever follows the key is its value: a count, or an error naming it ("x", "2.5" would
     // otherwise leave the line unread and the run on one node).
     static const std::regex ranks_line(
-        R"(^#\s*(?:ranks|number of processes|processes|np)\s*[:=]\s*(.*?)\s*$)",
-        std::regex::icase);
+        R"(^#\s*(?:ranks|number of processes|processes|np)\s*[:=]\s*(.*?)\s*$)", std::regex::icase);
     static const std::regex nodes_line(R"(^#\s*nodes\s*[:=]\s*(.*?)\s*$)", std::regex::icase);
     static const std::regex datatype_line(R"(^#\s*Datatype:\s*(\w+))");
     static const std::regex buffers_line(R"(Send Buffer on (\w+).*Receive Buffer on (\w+))");
