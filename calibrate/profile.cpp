@@ -920,7 +920,7 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
     const auto param = [](const Measurement& m, const char* key) {
       const auto it = m.params.find(key);
       if (it == m.params.end()) {
-        fail_at({}, "RESULTS", fmt::format("a {} record without params.{}", m.op, key));
+        fail_at({}, "RESULTS", fmt::format("this {} record has no params.{}", m.op, key));
       }
       return it->second;
     };
@@ -966,7 +966,7 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
         devices.insert(d == m.params.end() ? "cpu" : d->second);
       } else if (m.op == "optimizer_update") {
         const auto param_integer = [&](const char* key) {
-          return integer(param(m, key), fmt::format("a {} record's params.{}", m.op, key));
+          return integer(param(m, key), fmt::format("the {} record's params.{}", m.op, key));
         };
         nlohmann::json u = {{"elements", param_integer("elements")},
                             {"tensors", param_integer("tensors")},
