@@ -942,22 +942,28 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
     };
     // (signature, batch, threads, precision) -> forward and backward in s, and the host's time
     // issuing each where measured (0 otherwise).
+    // A layer measured in several runs (records of one signature, batch, threads and precision:
+    // the same layer shape in two models' runs, or one file given with a copy of it) takes its
+    // last run's times, and fit says how many did and how far their runs differ.
     struct LayerTimes {
-      double forward = 0, backward = 0, forward_host = 0, backward_host = 0;
+      std::vector<double> forward, backward, forward_host, backward_host;
     };
+    const auto last = [](const std::vector<double>& v) { return v.empty() ? 0.0 : v.back(); };
     std::map<std::tuple<std::string, std::string, std::string, std::string>, LayerTimes> layers;
-    nlohmann::json updates = nlohmann::json::array();
+    // The optimizer's update by (elements, tensors, threads, precision): its runs' times.
+    std::map<std::tuple<long long, long long, long long, std::string>, std::vector<double>>
+        update_runs;
     std::set<std::string> threads, models, precisions, devices;
     for (const auto& m : ms) {
       if (m.backend != "torch") continue;
       if (m.op == "layer_forward" || m.op == "layer_backward") {
         auto& e = layers[{m.shape, param(m, "batch"), param(m, "threads"), precision(m)}];
-        (m.op == "layer_forward" ? e.forward : e.backward) = stat(m);
+        (m.op == "layer_forward" ? e.forward : e.backward).push_back(stat(m));
         if (!m.host_samples_s.empty()) {
           // The same statistic as the GPU's times: the host's cost without its own stalls.
           Measurement h = m;
           h.samples_s = m.host_samples_s;
-          (m.op == "layer_forward" ? e.forward_host : e.backward_host) = stat(h);
+          (m.op == "layer_forward" ? e.forward_host : e.backward_host).push_back(stat(h));
         }
         threads.insert(param(m, "threads"));
         models.insert(param(m, "model"));
@@ -968,13 +974,18 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
         const auto param_integer = [&](const char* key) {
           return integer(param(m, key), fmt::format("the {} record's params.{}", m.op, key));
         };
-        nlohmann::json u = {{"elements", param_integer("elements")},
-                            {"tensors", param_integer("tensors")},
-                            {"threads", param_integer("threads")},
-                            {"time_s", stat(m)}};
-        if (precision(m) != "fp32") u["precision"] = precision(m);
-        updates.push_back(u);
+        update_runs[{param_integer("elements"), param_integer("tensors"), param_integer("threads"),
+                     precision(m)}]
+            .push_back(stat(m));
       }
+    }
+    nlohmann::json updates = nlohmann::json::array();
+    for (const auto& [key, times] : update_runs) {
+      const auto& [elements, tensors, thr, prec] = key;
+      nlohmann::json u = {
+          {"elements", elements}, {"tensors", tensors}, {"threads", thr}, {"time_s", last(times)}};
+      if (prec != "fp32") u["precision"] = prec;
+      updates.push_back(u);
     }
     if (devices.size() > 1) {
       fail_at({}, "RESULTS",
@@ -1006,21 +1017,39 @@ FittedProfile fit_profile(const std::vector<Results>& results, const ProfileOpti
       std::size_t half = 0;
       for (const auto& [key, t] : layers) {
         const auto& [signature, batch, thr, prec] = key;
-        if (!(t.forward > 0) || !(t.backward > 0)) {
+        if (t.forward.empty() || t.backward.empty()) {
           ++half;
           continue;
         }
         nlohmann::json e = {{"layer", signature},
                             {"batch", integer(batch, "a layer record's params.batch")},
                             {"threads", integer(thr, "a layer record's params.threads")},
-                            {"forward_s", t.forward},
-                            {"backward_s", t.backward}};
+                            {"forward_s", last(t.forward)},
+                            {"backward_s", last(t.backward)}};
         if (prec != "fp32") e["precision"] = prec;
-        if (t.forward_host > 0 && t.backward_host > 0) {
-          e["forward_host_s"] = t.forward_host;
-          e["backward_host_s"] = t.backward_host;
+        if (!t.forward_host.empty() && !t.backward_host.empty()) {
+          e["forward_host_s"] = last(t.forward_host);
+          e["backward_host_s"] = last(t.backward_host);
         }
         entries.push_back(std::move(e));
+      }
+      std::size_t repeated = 0;
+      double spread = 0;  // the largest of (slowest run / fastest run - 1) over those layers
+      for (const auto& [key, t] : layers) {
+        if (t.forward.size() < 2 && t.backward.size() < 2) continue;
+        ++repeated;
+        for (const auto* v : {&t.forward, &t.backward}) {
+          if (v->size() < 2) continue;
+          const auto [lo, hi] = std::minmax_element(v->begin(), v->end());
+          spread = std::max(spread, *hi / *lo - 1);
+        }
+      }
+      if (repeated > 0) {
+        out.warnings.push_back(fmt::format(
+            "{} layer(s) were measured in more than one run (the same shape in several models' "
+            "runs, or a file given with a copy of it): each takes its last run's times; their "
+            "runs differ by up to {:.0f} %",
+            repeated, spread * 100));
       }
       if (half > 0) {
         out.warnings.push_back(fmt::format(
