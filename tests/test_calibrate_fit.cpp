@@ -478,6 +478,18 @@ TEST_CASE(
   CHECK(u[0].tensors == 2);
   CHECK(u[0].time.value() == dlsim_test::approx(40e-6));
   std::filesystem::remove_all(dir);
+
+  // The same relu measured again (another model's run): its last run's times, and a warning
+  // with how far the runs differ (forward 1 us, then 1.5 us: 50 %).
+  add("layer_forward", relu, "fp32", {1.5e-6}, {});
+  add("layer_backward", relu, "fp32", {3e-6}, {});
+  const auto again = cal::fit_profile({r}, o);
+  CHECK(again.layers_json.find("\"forward_s\":1.5e-06") != std::string::npos);
+  const auto w = std::find_if(again.warnings.begin(), again.warnings.end(), [](const auto& x) {
+    return x.find("1 layer(s) were measured in more than one run") != std::string::npos;
+  });
+  REQUIRE(w != again.warnings.end());
+  CHECK(w->find("differ by up to 50 %") != std::string::npos);
 }
 
 TEST_CASE("profile: an allreduce through host memory on one node is the node's shm_bandwidth") {
