@@ -154,9 +154,12 @@ PY
     # the calibration's allreduce reached on the same link (bytes each rank sent in the ring's
     # sendrecv calls over the time spent in them, against the bus bandwidth dlcalibrate recorded
     # for the largest allreduce between the nodes: what each rank sends, 2(n-1)/n x bytes, over
-    # the median time; docs/calibrate.md) measures the replay's exchange, which then
-    # runs in the slow mode docs/validate-replay.md describes ("Transfers at half the link's
-    # rate"), not dlsim, whose profile has the calibrated rate.
+    # the median time; docs/calibrate.md) is the case docs/validate-replay.md describes
+    # ("Transfers at half the link's rate"): the exchange thread got too little of its rank's one
+    # core beside the backward pass, so its transfers ran at a fraction of the link's rate, where
+    # dlsim charges the library's CPU time to compute and runs the transfer at the calibrated
+    # rate. That is a known gap of dlsim's model (no core shared between the two), measured and
+    # documented there; the skip names it rather than failing on it every run.
     rates=$(/usr/bin/python3 - "$OUT/mpi.jsonl" "$OUT"/replay-*-2.json <<'PY'
 import json, sys
 best = None
@@ -178,7 +181,8 @@ PY
     if awk -v r="$ring" -v c="$cal" 'BEGIN { exit !(r > 0 && c > 0 && r < c * 2 / 3) }'; then
       say "skipped: the gate is missed while the replays' ring steps sent $ring MB/s per rank," \
         "under two thirds of the $cal MB/s the calibration's allreduce reached on the same link:" \
-        "the replay's exchange ran in its slow mode (docs/validate-replay.md)" |
+        "the exchange got too little of its rank's core beside backward, which dlsim does not" \
+        "model yet (docs/validate-replay.md, \"Transfers at half the link's rate\")" |
         tee -a "$BUILD/validation-summary-live.txt"
       exit 77
     fi
