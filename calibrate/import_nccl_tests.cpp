@@ -33,6 +33,7 @@
 #include "calibrate/import.hpp"
 #include "calibrate/log_text.hpp"
 #include "common/cli.hpp"
+#include "common/collective_op.hpp"
 #include "common/error.hpp"
 #include "common/json_text.hpp"
 #include "common/units.hpp"
@@ -587,7 +588,8 @@ struct TextReader {
           fail_at(where, "count",
                   fmt::format("'{}' is not a count of elements", tokens[c.count_col]));
         }
-        const bool share = op == "allgather" || op == "reducescatter" || op == "alltoall";
+        const auto known = dlsim::parse_op(op);
+        const bool share = known && dlsim::count_is_share(*known);
         const double elem = type_bytes(tokens[c.type]);
         const double expected = *count * elem * (share ? ranks : 1);
         if (elem > 0 && std::abs(expected - bytes) >= 0.5) {

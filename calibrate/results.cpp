@@ -19,6 +19,7 @@
 #include "common/collective_op.hpp"
 #include "common/error.hpp"
 #include "common/units.hpp"
+#include "model/analysis.hpp"
 
 namespace dlsim::calibrate {
 namespace {
@@ -222,8 +223,6 @@ void check_derived(const nlohmann::json& j, const Measurement& m, const std::str
   if (j.contains("flop_per_s")) check("flop_per_s", j.at("flop_per_s"), m.flop_rate(), "FLOP/s");
 }
 
-}  // namespace
-
 // The params of dlcalibrate run torch's records (a layer's forward or backward, the optimizer's
 // update): fit writes them into the profile's layer table, so they are checked where the record
 // is read, and `show` and `fit` refuse the same records.
@@ -257,7 +256,7 @@ void check_torch_params(const Measurement& m, const std::string& where) {
     }
   };
   count("threads", 4096, "a thread count", "4096");
-  if (layer || value("batch")) count("batch", std::int64_t{1} << 24, "a batch size", "2^24");
+  if (layer || value("batch")) count("batch", model::kMaxBatch, "a batch size", "2^24");
   if (layer && need("model").empty()) fail_at({where}, "params.model", "is empty");
   if (layer && m.shape.empty()) {
     fail_at({where}, "shape", "is empty: a layer record's shape is the layer's signature");
@@ -270,6 +269,8 @@ void check_torch_params(const Measurement& m, const std::string& where) {
   one_of("precision", {"fp32", "tf32", "fp16", "amp", "bf16"});
   one_of("device", {"cpu", "cuda"});
 }
+
+}  // namespace
 
 Measurement measurement_from_json(const nlohmann::json& j, const std::string& file, int line) {
   const std::string where = fmt::format("{}:{}", file, line);

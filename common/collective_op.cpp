@@ -51,19 +51,14 @@ double busbw_factor(CollectiveOp op, int n) {
   return 1.0;
 }
 
+bool count_is_share(CollectiveOp op) {
+  return op == CollectiveOp::kAllGather || op == CollectiveOp::kReduceScatter ||
+         op == CollectiveOp::kAllToAll;
+}
+
 double count_elements(CollectiveOp op, double size_bytes, int ranks) {
   const double elements = std::floor(size_bytes / 4);
-  switch (op) {
-    case CollectiveOp::kAllGather:
-    case CollectiveOp::kReduceScatter:
-    case CollectiveOp::kAllToAll:
-      return std::floor(elements / ranks);
-    case CollectiveOp::kAllReduce:
-    case CollectiveOp::kBroadcast:
-    case CollectiveOp::kReduce:
-      return elements;
-  }
-  return elements;
+  return count_is_share(op) ? std::floor(elements / ranks) : elements;
 }
 
 }  // namespace dlsim

@@ -22,5 +22,8 @@ double busbw_factor(CollectiveOp op, int ranks);
 // also rounds down to a multiple of 4 elements; here the size is kept as given). 0 when the size
 // holds less than one element per rank.
 double count_elements(CollectiveOp op, double size_bytes, int ranks);
+// Whether nccl-tests' count is a share of its size (allgather, reducescatter: each rank's;
+// alltoall: each peer's) rather than the whole buffer (allreduce, broadcast, reduce).
+bool count_is_share(CollectiveOp op);
 
 }  // namespace dlsim

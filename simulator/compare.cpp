@@ -247,31 +247,28 @@ constexpr int kCrossoverReach = 8;
 // with the schemes that run such a framework (scheme_options); given where no scheme of the list
 // keeps it, it would change nothing: refused, as predict refuses it for its one framework.
 void refuse_settings_no_scheme_keeps(const CompareOptions& options) {
-  std::vector<FrameworkOptions> kept;
-  for (const auto& s : options.schemes) {
-    kept.push_back(scheme_options(options.base, s).framework_options);
-  }
-  const auto check = [&](const char* field, auto given) {
-    if (!given(options.base.framework_options)) return;
-    if (std::any_of(kept.begin(), kept.end(), given)) return;
-    fail_at({}, field,
-            fmt::format("applies to no scheme of the list ({})", fmt::join(options.schemes, ", ")));
+  // Each setting's field and whether it is given, for the base job and for each scheme (the
+  // framework settings, then the parameter servers', which every parameter-server framework
+  // takes and predict refuses elsewhere).
+  const auto given = [](const FrameworkOptions& f) {
+    auto out = settings_given(f);
+    out.emplace_back("ps_servers", f.ps_servers.has_value());
+    out.emplace_back("ps_placement", f.ps_colocated.has_value());
+    return out;
   };
-  using F = const FrameworkOptions&;
-  check("fusion_threshold", [](F f) { return f.fusion_threshold.has_value(); });
-  check("cycle_time", [](F f) { return f.cycle_time.has_value(); });
-  check("negotiation", [](F f) { return f.negotiation.has_value(); });
-  check("cache_capacity", [](F f) { return f.cache_capacity.has_value(); });
-  check("bucket_cap", [](F f) { return f.bucket_cap.has_value(); });
-  check("first_bucket", [](F f) { return f.first_bucket.has_value(); });
-  check("mode", [](F f) { return f.mode.has_value(); });
-  check("partition", [](F f) { return f.partition_bytes.has_value(); });
-  check("compression", [](F f) { return f.compression.has_value(); });
-  check("ps_servers", [](F f) { return f.ps_servers.has_value(); });
-  check("ps_placement", [](F f) { return f.ps_colocated.has_value(); });
-  check("ps_device", [](F f) { return f.ps_on_gpu.has_value(); });
-  check("xla", [](F f) { return f.xla; });
-  check("host_staging", [](F f) { return f.host_staging; });
+  std::vector<std::vector<std::pair<std::string_view, bool>>> kept;
+  for (const auto& s : options.schemes) {
+    kept.push_back(given(scheme_options(options.base, s).framework_options));
+  }
+  const auto base = given(options.base.framework_options);
+  for (std::size_t i = 0; i < base.size(); ++i) {
+    if (!base[i].second) continue;
+    if (std::any_of(kept.begin(), kept.end(), [&](const auto& k) { return k[i].second; })) {
+      continue;
+    }
+    fail_at({}, base[i].first,
+            fmt::format("applies to no scheme of the list ({})", fmt::join(options.schemes, ", ")));
+  }
 }
 
 Comparison compare(const CompareOptions& options) {

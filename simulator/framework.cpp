@@ -81,9 +81,8 @@ void refuse(bool given, const std::string& field, const std::string& framework) 
   if (given) fail_at({}, field, "does not apply to framework '" + framework + "'");
 }
 
-void refuse_unless_taken(const FrameworkOptions& o, std::initializer_list<std::string_view> takes,
-                         const std::string& framework) {
-  const std::pair<std::string_view, bool> given[] = {
+std::vector<std::pair<std::string_view, bool>> settings_given(const FrameworkOptions& o) {
+  return {
       {"fusion_threshold", o.fusion_threshold.has_value()},
       {"cycle_time", o.cycle_time.has_value()},
       {"negotiation", o.negotiation.has_value()},
@@ -97,7 +96,11 @@ void refuse_unless_taken(const FrameworkOptions& o, std::initializer_list<std::s
       {"host_staging", o.host_staging},
       {"ps_device", o.ps_on_gpu.has_value()},
   };
-  for (const auto& [field, is_given] : given) {
+}
+
+void refuse_unless_taken(const FrameworkOptions& o, std::initializer_list<std::string_view> takes,
+                         const std::string& framework) {
+  for (const auto& [field, is_given] : settings_given(o)) {
     if (std::find(takes.begin(), takes.end(), field) == takes.end()) {
       refuse(is_given, std::string(field), framework);
     }

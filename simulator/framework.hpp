@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/registry.hpp"
@@ -183,11 +184,14 @@ void apply_compression(const FrameworkOptions& options, ResolvedPolicy& p, bool 
 // Whether a resolved policy casts the gradients to fp16 for the exchange.
 bool compresses_fp16(const ResolvedPolicy& p);
 
+// The options only some frameworks read (fusion_threshold, cycle_time, negotiation,
+// cache_capacity, compression, bucket_cap, first_bucket, partition, mode, xla, host_staging,
+// ps_device), by field, each with whether it is given.
+std::vector<std::pair<std::string_view, bool>> settings_given(const FrameworkOptions& o);
 // Shared by policies: rejects an option (its field, e.g. "bucket_cap") the policy does not take.
 void refuse(bool given, const std::string& field, const std::string& framework);
-// The same for every option only some frameworks read (fusion_threshold, cycle_time,
-// negotiation, cache_capacity, compression, bucket_cap, first_bucket, partition, mode, xla,
-// host_staging, ps_device): each one given that is not in `takes` is refused.
+// The same for every option of settings_given: each one given that is not in `takes` is
+// refused.
 void refuse_unless_taken(const FrameworkOptions& o, std::initializer_list<std::string_view> takes,
                          const std::string& framework);
 

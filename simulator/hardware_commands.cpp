@@ -117,7 +117,7 @@ std::vector<Bytes> parse_sizes(const std::string& text) {
 
 // The smallest size nccl-tests counts one 4-byte element per rank in.
 Bytes smallest_size(networks::CollectiveOp op, int gpus) {
-  return Bytes(dlsim::count_elements(op, 4, gpus) >= 1 ? 4.0 : 4.0 * gpus);
+  return Bytes(dlsim::count_is_share(op) ? 4.0 * gpus : 4.0);
 }
 
 void run_collective_cmd(const CollectiveOptions& opt) {
