@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -65,21 +69,85 @@ void refuse_duplicate_keys(const YAML::Node& node, const std::string& file,
   for (const auto& [key, value] : entries) refuse_duplicate_keys(value, file, seen);
 }
 
+// What one YAML document of a stream holds, as far as telling the documents apart needs: where
+// its first node starts and whether it is nothing but a null.
+class DocumentProbe : public YAML::EventHandler {
+ public:
+  YAML::Mark start = YAML::Mark::null_mark();
+  YAML::Mark first_node = YAML::Mark::null_mark();
+  bool only_null = true;
+
+  void OnDocumentStart(const YAML::Mark& mark) override { start = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node(mark, true); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { node(mark, false); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    node(mark, false);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    node(mark, false);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    node(mark, false);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  bool seen_ = false;
+  void node(const YAML::Mark& mark, bool null) {
+    if (!seen_) first_node = mark;
+    seen_ = true;
+    only_null = only_null && null;
+  }
+};
+
+// A file holds one YAML document: a second one ("---") would otherwise be dropped without a
+// word. yaml-cpp 0.7's LoadAll cannot count them: on a token that no rule of its parser takes
+// (a ',' outside a flow collection) it returns an empty document without moving past the token,
+// again and again, until memory runs out (jbeder/yaml-cpp#1040, fixed upstream in #1319). Here
+// the documents are read one at a time, and two empty documents in a row at the same place are
+// that token.
+void refuse_second_document(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentProbe first;
+  DocumentProbe second;
+  DocumentProbe third;
+  if (!parser.HandleNextDocument(first) || !parser.HandleNextDocument(second)) return;
+  const auto& mark = second.first_node;
+  const SourceLocation at{name, mark.line + 1, mark.column + 1};
+  if (second.only_null && parser.HandleNextDocument(third) && third.only_null &&
+      third.first_node.pos == mark.pos) {
+    const auto pos = static_cast<std::size_t>(std::max(mark.pos, 0));
+    fail_at(at, "",
+            pos < text.size() && std::isgraph(static_cast<unsigned char>(text[pos]))
+                ? fmt::format("malformed YAML: unexpected '{}'", text[pos])
+                : std::string("malformed YAML: unexpected character"));
+  }
+  const auto start = static_cast<std::size_t>(std::max(second.start.pos, 0));
+  if (text.compare(start, 3, "---") == 0) {
+    fail_at(at, "",
+            "a second YAML document: a file holds one (remove the '---' and what follows, or "
+            "merge it into the first)");
+  }
+  // yaml-cpp also ends a document at a '...' and at a line indented less than its first line.
+  fail_at(at, "",
+          "a second YAML document starts here, without a '---' (after a '...', or at a line "
+          "indented less than the file's first): a file holds one (indent the lines alike)");
+}
+
 }  // namespace
 
 ConfigNode ConfigNode::load_string(const std::string& text, const std::string& name) {
   auto file = std::make_shared<const std::string>(name);
   YAML::Node root;
   try {
-    // Every document: a second one ("---") would otherwise be dropped without a word.
-    const auto documents = YAML::LoadAll(text);
-    if (documents.size() > 1) {
-      const auto mark = documents[1].Mark();
-      fail_at({name, mark.line + 1, mark.column + 1}, "",
-              "a second YAML document: a file holds one (remove the '---' and what follows, or "
-              "merge it into the first)");
-    }
-    if (!documents.empty()) root = documents.front();
+    refuse_second_document(text, name);
+    root = YAML::Load(text);
   } catch (const YAML::DeepRecursion& e) {
     // yaml-cpp's parser stops at its nesting limit (depthguard.h) with the message "bad file".
     fail_at({name, e.mark.line + 1, e.mark.column + 1}, "",

@@ -58,6 +58,25 @@ TEST_CASE("a_second_yaml_document_is_an_error_not_dropped") {
                        "and what follows, or merge it into the first)",
                        InputError);
   CHECK(ConfigNode::load_string("---\na: 1\n", "one.yaml").get<int>("a") == 1);
+  CHECK_THROWS_WITH_AS(ConfigNode::load_string(" a: 1\nb: 2\n", "dedent.yaml"),
+                       "dedent.yaml:2:1: a second YAML document starts here, without a '---' "
+                       "(after a '...', or at a line indented less than the file's first): a "
+                       "file holds one (indent the lines alike)",
+                       InputError);
+  // Two empty documents are two documents too.
+  CHECK_THROWS_WITH_AS(ConfigNode::load_string("---\n---\n", "empty.yaml"),
+                       doctest::Contains("empty.yaml:3:1: a second YAML document"), InputError);
+}
+
+TEST_CASE("a_comma_outside_a_flow_collection_is_malformed_yaml_not_an_endless_loop") {
+  // yaml-cpp 0.7's LoadAll returns an empty document at such a ',' for ever (jbeder/yaml-cpp
+  // #1040); found by fuzzing the hardware loader, where it ran until memory ran out.
+  CHECK_THROWS_WITH_AS(ConfigNode::load_string(" a:\n,\n", "c.yaml"),
+                       "c.yaml:2:1: malformed YAML: unexpected ','", InputError);
+  CHECK_THROWS_WITH_AS(ConfigNode::load_string(",", "c.yaml"),
+                       "c.yaml:1:1: malformed YAML: unexpected ','", InputError);
+  CHECK_THROWS_WITH_AS(ConfigNode::load_string("  gpu:\n ,   extends: x\n", "c.yaml"),
+                       "c.yaml:2:2: malformed YAML: unexpected ','", InputError);
 }
 
 TEST_CASE("a_directory_is_not_a_file") {

@@ -30,9 +30,19 @@ if [ "$mode" = regress ]; then
 fi
 artifacts=${DLSIM_FUZZ_ARTIFACTS:-$tmp/artifacts}
 mkdir -p "$artifacts" "$tmp/corpus"
-"$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-  -artifact_prefix="$artifacts/" "$tmp/corpus" "${dirs[@]}" 2>"$tmp/log"
+# libFuzzer's report of an input past the memory limit first prints a heap profile, which stops
+# every thread through ptrace; where ptrace is refused (containers) that report never ends. The
+# bound turns such a hang into a finding with its cause instead of the test's timeout.
+bound=$((seconds + 240))
+timeout -k 10 "$bound" "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  -print_final_stats=1 -artifact_prefix="$artifacts/" "$tmp/corpus" "${dirs[@]}" 2>"$tmp/log"
 rc=$?
+if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+  echo "fuzz $target: the fuzzer did not end within $bound s; its last lines:"
+  grep -v '^#' "$tmp/log" | tail -5
+  echo "(an out-of-memory report that hung: find the input with" \
+    "'$bin -rss_limit_mb=0 -malloc_limit_mb=256 -timeout=10 CORPUS', which names it)"
+fi
 grep -E '^(stat::|Done|INFO: (Loaded|seed corpus))|#[0-9]+.*DONE' "$tmp/log" | tail -8
 if [ "$rc" -ne 0 ]; then
   echo "fuzz $target: finding (exit $rc); inputs in $artifacts:"
