@@ -1,11 +1,12 @@
 #!/bin/bash
 # Live validation on an emulated two-node cluster (docs/validate.md, "Live validation"): build
 # two nodes joined by 1 Gbit/s links (validate/cluster/emulated_cluster.sh), calibrate the
-# network between them and this CPU with dlcalibrate, fit a profile, replay real training steps
-# (dlvalidate replay) on one rank and on the two nodes, and compare dlsim's prediction with the
-# profile against the two-node replays (dlvalidate published). A communication-bound model
-# (alexnet: 244 MB of gradients against about a second of compute) and a compute-bound one
-# (googlenet: 27 MB) are replayed. Run as root:
+# network between them and each model's libtorch layers with dlcalibrate, fit a profile, replay
+# real training steps (dlvalidate replay) on one rank and on the two nodes, and compare dlsim's
+# prediction with the profile against the two-node replays (dlvalidate published). A
+# communication-bound model (alexnet: 244 MB of gradients against about two seconds of compute)
+# and a compute-bound one (googlenet: 27 MB) are replayed, each under Horovod's and PyTorch
+# DDP's policies. Run as root:
 #
 #   tests/live_validation.sh BUILD_DIR SOURCE_DIR [OUT_DIR] [MAX_MEDIAN_ERROR_%]
 #
@@ -46,9 +47,18 @@ say "1. calibrating: MPI point to point and allreduce between the two nodes, GEM
 # cores").
 "$EMU" mpirun --dir "$OUT/emu" --mca mpi_yield_when_idle 1 -- "$DLCAL" run mpi --ops allreduce \
   --cpu-cost -b 64KiB -e 32MiB -f 4 -n 3 -w 1 -o "$OUT/mpi-cpu.jsonl"
-for m in alexnet googlenet; do
-  "$DLCAL" run cpu --ops gemm --model "$m" --batch 8 -n 3 -w 1 --max-flops 20GFLOP \
-    -o "$OUT/cpu-$m.jsonl"
+# Each model's layers as the replay runs them: libtorch's kernels at the replay's batch, one
+# thread (docs/calibrate.md, "run torch"), so that dlsim splits the anchored step between
+# forward and backward as the replay does.
+for spec in "alexnet 16" "googlenet 8"; do
+  read -r model batch <<<"$spec"
+  if ! "$DLCAL" run torch --model "$model" --batch "$batch" --threads 1 -n 3 -w 1 \
+    -o "$OUT/cpu-$model.jsonl" 2>"$OUT/torch.log"; then
+    cat "$OUT/torch.log"
+    # The replays below run the same libtorch step: without libtorch there is nothing to run.
+    grep -q "no libtorch" "$OUT/torch.log" && { say "skipped: this build has no libtorch"; exit 77; }
+    exit 1
+  fi
 done
 "$DLCAL" run cpu --ops copy,triad -b 1MiB -e 256MiB -f 4 -n 3 -w 1 -o "$OUT/cpu-memory.jsonl"
 "$DLCAL" fit "$OUT/mpi.jsonl" "$OUT/mpi-cpu.jsonl" "$OUT"/cpu-*.jsonl --statistic min -o "$OUT/live_1gbit.yaml" |
@@ -56,10 +66,10 @@ done
 
 say "2. replaying: one rank (the anchor, beside the same replay on the other core), then one rank" \
   "on each of the two nodes"
-run_replay() { # model batch ranks
-  local args=(replay --model "$1" --batch "$2" --steps 4 --warmup 1 --framework horovod
-    --source-id live --inter-node "$INTER" --json "$OUT/replay-$1-$3.json"
-    --csv "$OUT/replay-$1-$3.csv")
+run_replay() { # model batch ranks framework
+  local args=(replay --model "$1" --batch "$2" --steps 4 --warmup 1 --framework "$4"
+    --source-id live --inter-node "$INTER" --json "$OUT/replay-$1-$4-$3.json"
+    --csv "$OUT/replay-$1-$4-$3.csv")
   if [[ $3 -eq 1 ]]; then
     # The two emulated nodes are two cores of one machine and share its caches and memory
     # bandwidth, which two real nodes do not: with the other core running the same replay, a
@@ -68,7 +78,7 @@ run_replay() { # model batch ranks
     # two-node job does: on node 1's core (0) while node 2's core (1) computes the same step, two
     # steps longer so that it outlasts the anchor.
     taskset -c 1 "$DLVAL" replay --model "$1" --batch "$2" --steps 6 --warmup 1 \
-      --framework horovod --json "$OUT/load-$1.json" >/dev/null 2>&1 &
+      --framework "$4" --json "$OUT/load-$1.json" >/dev/null 2>&1 &
     local load=$!
     taskset -c 0 "$DLVAL" "${args[@]}"
     wait "$load" || true
@@ -85,11 +95,13 @@ for attempt in 1 2; do
   [[ $attempt -eq 1 ]] || say "the gate was missed on a quiet machine: replaying once more"
   for spec in "alexnet 16" "googlenet 8"; do
     read -r model batch <<<"$spec"
-    run_replay "$model" "$batch" 1
-    run_replay "$model" "$batch" 2
+    for framework in horovod pytorch-ddp; do
+      run_replay "$model" "$batch" 1 "$framework"
+      run_replay "$model" "$batch" 2 "$framework"
+    done
   done
   {
-    head -1 "$OUT/replay-alexnet-1.csv"
+    head -1 "$OUT/replay-alexnet-horovod-1.csv"
     for f in "$OUT"/replay-*.csv; do tail -n +2 "$f"; done
   } >"$OUT/live.csv"
 
@@ -105,14 +117,16 @@ source: this run (live.csv)
 cases:
 EOF
   for model in alexnet googlenet; do
-    cat >>"$OUT/live.yaml" <<EOF
-  - name: $model horovod ring
+    for framework in horovod pytorch-ddp; do
+      cat >>"$OUT/live.yaml" <<EOF
+  - name: $model $framework ring
     data: live
-    match: {source_id: live, model: $model}
+    match: {source_id: live, model: $model, framework: "dlsim-replay($framework)"}
     quantity: throughput
     anchor: {match: {num_gpus: "1"}}
-    predict: {cluster: $OUT/live_1gbit.yaml, framework: horovod, optimizer: momentum, gpus_per_node: 1}
+    predict: {cluster: $OUT/live_1gbit.yaml, framework: $framework, optimizer: momentum, gpus_per_node: 1}
 EOF
+    done
   done
   set +e
   "$DLVAL" published --data "$OUT/live.csv" --cases "$OUT/live.yaml" -o "$OUT/report.md" \
