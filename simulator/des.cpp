@@ -322,14 +322,35 @@ class DesStep {
   void collective() {
     collective_start_ = kernel_.now();
     const bool busy = computing();
-    steal(to_time(planner_.compute_steal(group_).value()), "HOST_CPU_COMMUNICATION");
     // On shared cores the collective also waits for the cores its ranks compute on.
     const Time wait = busy ? to_time(planner_.core_wait(group_).value()) : 0;
+    steal(host_cpu_lost(wait), "HOST_CPU_COMMUNICATION");
     if (wait > 0) {
       kernel_.after(wait, [this] { run_collective(); });
     } else {
       run_collective();
     }
+  }
+
+  // Shared cores (docs/simulator.md): the library's host CPU time for the collective starting
+  // now, spread over its time (the cores' wait and its planned time), is taken from the compute
+  // only while backward runs beside it: CollectivePlanner::compute_lost with the share
+  // cpu / time, against the latest rank's end of backward so far.
+  Time host_cpu_lost(Time wait) {
+    const Time cpu = to_time(planner_.compute_steal(group_).value());
+    if (cpu <= 0) return 0;
+    const Time now = kernel_.now();
+    Time b = -1;
+    for (const auto& g : gpus_) {
+      if (g.backward_done || g.iteration != iteration_) continue;
+      b = std::max(b, g.backward_due + (shared_total_ - g.shared_seen));
+    }
+    if (b <= now) return 0;
+    const Time d = wait + to_time(planner_.plan(group_).time.value());
+    if (d <= 0) return cpu;
+    return static_cast<Time>(std::llround(
+        CollectivePlanner::compute_lost(static_cast<double>(cpu) / static_cast<double>(d),
+                                        static_cast<double>(b - now), static_cast<double>(d))));
   }
 
   // NCCL's kernel on the compute's SMs (docs/simulator.md): the collective starting now, of

@@ -659,7 +659,8 @@ Prediction predict(const PredictOptions& o, const PredictInputs& inputs, StepObs
       if (shared_fraction > 0) {
         what.push_back(fmt::format(
             "{} ranks of {} thread(s) on a node's {} cores leave {:.0f} % of the library's host "
-            "CPU work ({:.1f} us per call + {:.3g} ns/B, {}) to the compute's cores",
+            "CPU work ({:.1f} us per call + {:.3g} ns/B, {}) to the compute's cores, taken while "
+            "backward runs beside each collective",
             placement.nodes.empty() ? 0 : o.gpus / static_cast<int>(placement.nodes.size()),
             node0.gpu.threads, node0.host.cores, 100 * shared_fraction,
             lib.cpu_per_call.value() * 1e6, lib.cpu_per_byte.value() * 1e9, lib.about.name));

@@ -1326,6 +1326,51 @@ TEST_CASE("an_nccl_collective_takes_its_channels_sms_from_the_backward_pass_it_o
   }
 }
 
+TEST_CASE("the_librarys_host_cpu_is_taken_only_while_backward_runs_beside_the_collective") {
+  // docs/simulator.md, "Shared cores": a collective of D seconds (its wait for the cores and its
+  // own time) whose library spends c of host CPU takes r = c / D of the core while both run.
+  // Backward outlasts it: all of c; backward ends during it, at B: r (B - s). Two ranks of one
+  // thread on two cores (sigma = 1), 3 ns/B; each engine's charges against its own spans.
+  struct Charges : sim::StepObserver {
+    std::vector<std::pair<sim::Time, sim::Time>> host;
+    std::vector<sim::Span> collectives;
+    sim::Time backward_end = 0;
+    void on_span(const sim::Span& s) override {
+      if (s.iteration != 0) return;
+      if (s.kind == sim::SpanKind::kHostShare && s.name == "HOST_CPU_COMMUNICATION") {
+        host.emplace_back(s.begin, s.end);
+      }
+      if (s.kind == sim::SpanKind::kCollective) collectives.push_back(s);
+      if (s.kind == sim::SpanKind::kBackward && s.rank == 0) backward_end = s.end;
+    }
+  };
+  auto o = options("alexnet", 2);
+  o.framework = "horovod";
+  // Each collective also waits 20 ns/B for the cores, so that the largest outlasts backward.
+  o.cluster = two_ranks_on_cores("overlap", 2,
+                                 "{per_call: \"0us\", per_byte: \"3ns\", wait_per_byte: \"20ns\"}");
+  for (const char* engine : {"analytic", "des"}) {
+    CAPTURE(engine);
+    o.engine = *sim::parse_engine(engine);
+    Charges charges;
+    sim::predict(o, &charges);
+    REQUIRE(!charges.host.empty());
+    int partial = 0;
+    for (const auto& [begin, end] : charges.host) {
+      const auto c = std::find_if(charges.collectives.begin(), charges.collectives.end(),
+                                  [&](const sim::Span& s) { return s.begin == begin; });
+      REQUIRE(c != charges.collectives.end());
+      const double cpu = 3e-9 * c->bytes;
+      const double d = sim::to_seconds(c->end - c->begin);
+      const double overlap = sim::to_seconds(std::min(c->end, charges.backward_end) - begin);
+      // The DES charges from the planned time; its collective's span is the flow network's.
+      CHECK(sim::to_seconds(end - begin) == doctest::Approx(cpu * overlap / d).epsilon(1e-3));
+      if (overlap < d) ++partial;
+    }
+    CHECK(partial == 1);  // the collective during which backward ends
+  }
+}
+
 TEST_CASE("the_memory_bound_share_of_backward_follows_the_roofline") {
   // ComputeProfile::backward_memory_bound: the backward kernels whose traffic term is the larger.
   // ResNet-50 on a V100 has both kinds; a memory a million times faster leaves only kernels
