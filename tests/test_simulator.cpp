@@ -1356,7 +1356,9 @@ TEST_CASE("the_librarys_host_cpu_is_taken_only_while_backward_runs_beside_the_co
     sim::predict(o, &charges);
     REQUIRE(!charges.host.empty());
     int partial = 0;
-    for (const auto& [begin, end] : charges.host) {
+    for (const auto& share : charges.host) {
+      // Named copies: a lambda cannot capture a structured binding (clang 14).
+      const sim::Time begin = share.first, end = share.second;
       const auto c = std::find_if(charges.collectives.begin(), charges.collectives.end(),
                                   [&](const sim::Span& s) { return s.begin == begin; });
       REQUIRE(c != charges.collectives.end());
