@@ -318,18 +318,8 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
         // On shared cores, a collective that starts during backward also waits for the cores.
         const Time wait = t0 < backward_end ? to_time(planner.core_wait(g).value()) : 0;
         const auto& plan = planner.plan(g);
-        // Its host CPU time, spread over the collective, is taken only while backward runs
-        // beside it (the DES's host_cpu_lost, the same closed form).
-        const Time cpu = to_time(planner.compute_steal(g).value());
-        const Time span_time = wait + to_time(plan.time.value());
-        if (cpu > 0 && t0 < backward_end) {
-          take(span_time <= 0
-                   ? cpu
-                   : static_cast<Time>(std::llround(CollectivePlanner::compute_lost(
-                         static_cast<double>(cpu) / static_cast<double>(span_time),
-                         static_cast<double>(backward_end - t0), static_cast<double>(span_time)))),
-               "HOST_CPU_COMMUNICATION");
-        }
+        // Its host CPU time is taken only while backward runs beside it (docs/simulator.md).
+        take(planner.host_cpu_lost(g, wait, backward_end - t0), "HOST_CPU_COMMUNICATION");
         Span c{SpanKind::kCollective,
                0,
                -1,

@@ -333,24 +333,21 @@ class DesStep {
   }
 
   // Shared cores (docs/simulator.md): the library's host CPU time for the collective starting
-  // now, spread over its time (the cores' wait and its planned time), is taken from the compute
-  // only while backward runs beside it: CollectivePlanner::compute_lost with the share
-  // cpu / time, against the latest rank's end of backward so far.
+  // now is taken from the compute only while backward runs beside it, against the latest rank's
+  // end of backward so far.
   Time host_cpu_lost(Time wait) {
-    const Time cpu = to_time(planner_.compute_steal(group_).value());
-    if (cpu <= 0) return 0;
-    const Time now = kernel_.now();
+    return planner_.host_cpu_lost(group_, wait, latest_backward_end() - kernel_.now());
+  }
+
+  // The latest end of backward of the ranks still computing, with what NCCL's kernels have
+  // taken since each was set (charge_sharing); -1 when none computes.
+  Time latest_backward_end() const {
     Time b = -1;
     for (const auto& g : gpus_) {
       if (g.backward_done || g.iteration != iteration_) continue;
       b = std::max(b, g.backward_due + (shared_total_ - g.shared_seen));
     }
-    if (b <= now) return 0;
-    const Time d = wait + to_time(planner_.plan(group_).time.value());
-    if (d <= 0) return cpu;
-    return static_cast<Time>(std::llround(
-        CollectivePlanner::compute_lost(static_cast<double>(cpu) / static_cast<double>(d),
-                                        static_cast<double>(b - now), static_cast<double>(d))));
+    return b;
   }
 
   // NCCL's kernel on the compute's SMs (docs/simulator.md): the collective starting now, of
@@ -363,13 +360,8 @@ class DesStep {
     const double r = planner_.compute_share(group_);
     if (r <= 0) return;
     const Time now = kernel_.now();
-    Time b = -1;
-    for (const auto& g : gpus_) {
-      if (g.backward_done || g.iteration != iteration_) continue;
-      b = std::max(b, g.backward_due + (shared_total_ - g.shared_seen));
-    }
     const auto t = static_cast<Time>(std::llround(CollectivePlanner::compute_lost(
-        r, static_cast<double>(b - now), static_cast<double>(quiet))));
+        r, static_cast<double>(latest_backward_end() - now), static_cast<double>(quiet))));
     if (t <= 0) return;
     obs_.emit({SpanKind::kHostShare, iteration_, -1, "NCCL_KERNEL_ON_COMPUTE", now, now + t});
     shared_total_ += t;

@@ -58,6 +58,16 @@ Seconds CollectivePlanner::compute_steal(const CommGroup& group) const {
   return Seconds(shared_ * (lib.cpu_per_call.value() + lib.cpu_per_byte.value() * group.bytes));
 }
 
+Time CollectivePlanner::host_cpu_lost(const CommGroup& group, Time wait, Time to_end) {
+  const Time cpu = to_time(compute_steal(group).value());
+  if (cpu <= 0 || to_end <= 0) return 0;
+  const Time d = wait + to_time(plan(group).time.value());
+  if (d <= 0) return cpu;
+  return static_cast<Time>(
+      std::llround(compute_lost(static_cast<double>(cpu) / static_cast<double>(d),
+                                static_cast<double>(to_end), static_cast<double>(d))));
+}
+
 double CollectivePlanner::compute_share(const CommGroup& group) {
   const auto& gpu = *setup_.gpu;
   const auto& compute = setup_.compute;

@@ -92,6 +92,10 @@ class CollectivePlanner {
   // computes: shared_cores(setup) x (cpu_per_call + cpu_per_byte x bytes) (docs/simulator.md,
   // "Shared cores"). Zero for NCCL and wherever the nodes have a core to spare per rank.
   Seconds compute_steal(const CommGroup& group) const;
+  // Of that, what a collective starting `to_end` before the end of backward takes from it: its
+  // host CPU spread over its time (`wait` for the cores and its planned time), a share r of the
+  // cores while both run, charged by compute_lost (docs/simulator.md, "Shared cores").
+  Time host_cpu_lost(const CommGroup& group, Time wait, Time to_end);
   // How much later the same collective ends when it starts while its ranks compute on shared
   // cores: shared_cores(setup) x (wait_per_call + wait_per_byte x bytes).
   Seconds core_wait(const CommGroup& group) const;
