@@ -315,8 +315,9 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
         if (copy_in > 0 && !(g.copies_on_compute && take(copy_in, "MEMCPY_IN_FUSION_BUFFER"))) {
           span(SpanKind::kCopyIn, "MEMCPY_IN_FUSION_BUFFER", copy_in);
         }
-        // On shared cores, a collective that starts during backward also waits for the cores.
-        const Time wait = t0 < backward_end ? to_time(planner.core_wait(g).value()) : 0;
+        // On shared cores, a collective that starts during backward also waits for the cores
+        // while backward lasts.
+        const Time wait = planner.core_wait(g, backward_end - t0);
         const auto& plan = planner.plan(g);
         // Its host CPU time is taken only while backward runs beside it (docs/simulator.md).
         take(planner.host_cpu_lost(g, wait, backward_end - t0), "HOST_CPU_COMMUNICATION");

@@ -311,19 +311,11 @@ class DesStep {
     kernel_.after(d, [this] { collective(); });
   }
 
-  // Whether a rank of the step is still in its backward pass.
-  bool computing() const {
-    for (const auto& g : gpus_) {
-      if (!g.backward_done && g.iteration == iteration_) return true;
-    }
-    return false;
-  }
-
   void collective() {
     collective_start_ = kernel_.now();
-    const bool busy = computing();
-    // On shared cores the collective also waits for the cores its ranks compute on.
-    const Time wait = busy ? to_time(planner_.core_wait(group_).value()) : 0;
+    // On shared cores the collective also waits for the cores its ranks compute on, while they
+    // do (latest_backward_end is -1 once none computes).
+    const Time wait = planner_.core_wait(group_, latest_backward_end() - kernel_.now());
     steal(host_cpu_lost(wait), "HOST_CPU_COMMUNICATION");
     if (wait > 0) {
       kernel_.after(wait, [this] { run_collective(); });

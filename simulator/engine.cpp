@@ -46,10 +46,14 @@ double shared_cores(const StepSetup& setup) {
   return shared;
 }
 
-Seconds CollectivePlanner::core_wait(const CommGroup& group) const {
-  if (shared_ <= 0) return Seconds(0);
+Time CollectivePlanner::core_wait(const CommGroup& group, Time to_end) {
+  if (shared_ <= 0 || to_end <= 0) return 0;
   const auto& lib = setup_.cluster->library;
-  return Seconds(shared_ * (lib.wait_per_call.value() + lib.wait_per_byte.value() * group.bytes));
+  const double w = static_cast<double>(
+      to_time(shared_ * (lib.wait_per_call.value() + lib.wait_per_byte.value() * group.bytes)));
+  if (w <= 0) return 0;
+  const double d = static_cast<double>(to_time(plan(group).time.value()));
+  return static_cast<Time>(std::llround(std::min(w, static_cast<double>(to_end) * w / (d + w))));
 }
 
 Seconds CollectivePlanner::compute_steal(const CommGroup& group) const {
