@@ -18,6 +18,7 @@
 
 #include "common/collective_op.hpp"
 #include "common/error.hpp"
+#include "common/precision.hpp"
 #include "common/units.hpp"
 #include "model/analysis.hpp"
 
@@ -266,7 +267,9 @@ void check_torch_params(const Measurement& m, const std::string& where) {
     count("elements", std::int64_t{1} << 58, "a count of elements", "2^58");
     count("tensors", 1 << 24, "a count of tensors", "2^24");
   }
-  one_of("precision", {"fp32", "tf32", "fp16", "amp", "bf16"});
+  std::vector<std::string> precisions;
+  for (const auto& [p, name] : kTrainingPrecisions) precisions.emplace_back(name);
+  one_of("precision", precisions);
   one_of("device", {"cpu", "cuda"});
 }
 

@@ -228,8 +228,8 @@ EfficiencyCurve curve(const ConfigNode& n, bool work_in_bytes) {
 // What is wrong with a layer table's training precision `p` on `g`, nothing where it is one
 // of the precisions and the GPU has arithmetic for it (docs/hardware-format.md, `layers`).
 std::optional<std::string> table_precision_problem(const std::string& p, const GpuSpec& g) {
-  if (p != "fp32" && p != "tf32" && p != "amp" && p != "bf16" && p != "fp16") {
-    return fmt::format("must be fp32, tf32, amp, bf16 or fp16, got '{}'", p);
+  if (!parse_training_precision(p)) {
+    return fmt::format("must be one of {}, got '{}'", training_precision_names(), p);
   }
   // Measured in a precision this GPU has no units for: the table is another GPU's.
   const std::string units = p == "amp" ? "fp16" : p;

@@ -10,30 +10,6 @@
 
 namespace dlsim::simulator {
 
-std::optional<TrainingPrecision> parse_training_precision(const std::string& s) {
-  if (s == "fp32") return TrainingPrecision::kFp32;
-  if (s == "tf32") return TrainingPrecision::kTf32;
-  if (s == "fp16") return TrainingPrecision::kFp16;
-  if (s == "amp") return TrainingPrecision::kAmp;
-  if (s == "bf16") return TrainingPrecision::kBf16;
-  return std::nullopt;
-}
-const char* training_precision_names() { return "fp32, tf32, fp16, amp, bf16"; }
-std::string to_string(TrainingPrecision p) {
-  switch (p) {
-    case TrainingPrecision::kTf32:
-      return "tf32";
-    case TrainingPrecision::kFp16:
-      return "fp16";
-    case TrainingPrecision::kAmp:
-      return "amp";
-    case TrainingPrecision::kBf16:
-      return "bf16";
-    case TrainingPrecision::kFp32:
-      break;
-  }
-  return "fp32";
-}
 Precision activation_precision(TrainingPrecision p) {
   switch (p) {
     case TrainingPrecision::kFp32:

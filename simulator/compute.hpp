@@ -8,22 +8,18 @@
 #include <string>
 #include <vector>
 
+#include "common/precision.hpp"
 #include "common/units.hpp"
 #include "hardware/profile.hpp"
 #include "model/analysis.hpp"
 
 namespace dlsim::simulator {
 
-// fp32; tf32 (fp32 tensors, GEMMs and convolutions on TF32 tensor cores: 10-bit mantissa inputs,
-// fp32 accumulation; NVIDIA A100 whitepaper 2020); fp16 (everything in half precision); amp
-// (mixed: float16 tensor-core arithmetic and activations, fp32 master weights, gradients and
-// optimizer state; Micikevicius et al. 2018); bf16 (the same mixed scheme with bfloat16, as
-// torch.autocast(dtype=torch.bfloat16) runs it, without loss scaling).
-enum class TrainingPrecision { kFp32, kTf32, kFp16, kAmp, kBf16 };
-// The names parse_training_precision takes, for messages: "fp32, tf32, fp16, amp, bf16".
-const char* training_precision_names();
-std::optional<TrainingPrecision> parse_training_precision(const std::string& s);
-std::string to_string(TrainingPrecision p);
+// The training precisions (common/precision.hpp).
+using dlsim::parse_training_precision;
+using dlsim::to_string;
+using dlsim::training_precision_names;
+using dlsim::TrainingPrecision;
 // The element type activations are stored in.
 Precision activation_precision(TrainingPrecision p);
 // Bytes of one gradient (and master weight) element.
