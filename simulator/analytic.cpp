@@ -320,7 +320,7 @@ EngineRun run_analytic(const StepSetup& setup, const Observers& observers) {
         const Time wait = planner.core_wait(g, backward_end - t0);
         const auto& plan = planner.plan(g);
         // Its host CPU time is taken only while backward runs beside it (docs/simulator.md).
-        take(planner.host_cpu_lost(g, wait, backward_end - t0), "HOST_CPU_COMMUNICATION");
+        take(planner.host_cpu_lost(g, backward_end - t0), "HOST_CPU_COMMUNICATION");
         Span c{SpanKind::kCollective,
                0,
                -1,

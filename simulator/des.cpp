@@ -316,7 +316,7 @@ class DesStep {
     // On shared cores the collective also waits for the cores its ranks compute on, while they
     // do (latest_backward_end is -1 once none computes).
     const Time wait = planner_.core_wait(group_, latest_backward_end() - kernel_.now());
-    steal(host_cpu_lost(wait), "HOST_CPU_COMMUNICATION");
+    steal(host_cpu_lost(), "HOST_CPU_COMMUNICATION");
     if (wait > 0) {
       kernel_.after(wait, [this] { run_collective(); });
     } else {
@@ -327,8 +327,8 @@ class DesStep {
   // Shared cores (docs/simulator.md): the library's host CPU time for the collective starting
   // now is taken from the compute only while backward runs beside it, against the latest rank's
   // end of backward so far.
-  Time host_cpu_lost(Time wait) {
-    return planner_.host_cpu_lost(group_, wait, latest_backward_end() - kernel_.now());
+  Time host_cpu_lost() {
+    return planner_.host_cpu_lost(group_, latest_backward_end() - kernel_.now());
   }
 
   // The latest end of backward of the ranks still computing, with what NCCL's kernels have

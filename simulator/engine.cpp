@@ -46,11 +46,15 @@ double shared_cores(const StepSetup& setup) {
   return shared;
 }
 
-Time CollectivePlanner::core_wait(const CommGroup& group, Time to_end) {
-  if (shared_ <= 0 || to_end <= 0) return 0;
+Time CollectivePlanner::full_core_wait(const CommGroup& group) const {
+  if (shared_ <= 0) return 0;
   const auto& lib = setup_.cluster->library;
-  const double w = static_cast<double>(
-      to_time(shared_ * (lib.wait_per_call.value() + lib.wait_per_byte.value() * group.bytes)));
+  return to_time(shared_ * (lib.wait_per_call.value() + lib.wait_per_byte.value() * group.bytes));
+}
+
+Time CollectivePlanner::core_wait(const CommGroup& group, Time to_end) {
+  if (to_end <= 0) return 0;
+  const auto w = static_cast<double>(full_core_wait(group));
   if (w <= 0) return 0;
   const double d = static_cast<double>(to_time(plan(group).time.value()));
   return static_cast<Time>(std::llround(std::min(w, static_cast<double>(to_end) * w / (d + w))));
@@ -62,10 +66,11 @@ Seconds CollectivePlanner::compute_steal(const CommGroup& group) const {
   return Seconds(shared_ * (lib.cpu_per_call.value() + lib.cpu_per_byte.value() * group.bytes));
 }
 
-Time CollectivePlanner::host_cpu_lost(const CommGroup& group, Time wait, Time to_end) {
+Time CollectivePlanner::host_cpu_lost(const CommGroup& group, Time to_end) {
   const Time cpu = to_time(compute_steal(group).value());
   if (cpu <= 0 || to_end <= 0) return 0;
-  const Time d = wait + to_time(plan(group).time.value());
+  // Beside compute the collective runs at its slow pace, D + W for all of its work.
+  const Time d = full_core_wait(group) + to_time(plan(group).time.value());
   if (d <= 0) return cpu;
   return static_cast<Time>(
       std::llround(compute_lost(static_cast<double>(cpu) / static_cast<double>(d),

@@ -92,15 +92,17 @@ class CollectivePlanner {
   // computes: shared_cores(setup) x (cpu_per_call + cpu_per_byte x bytes) (docs/simulator.md,
   // "Shared cores"). Zero for NCCL and wherever the nodes have a core to spare per rank.
   Seconds compute_steal(const CommGroup& group) const;
-  // Of that, what a collective starting `to_end` before the end of backward takes from it: its
-  // host CPU spread over its time (`wait` for the cores and its planned time), a share r of the
-  // cores while both run, charged by compute_lost (docs/simulator.md, "Shared cores").
-  Time host_cpu_lost(const CommGroup& group, Time wait, Time to_end);
+  // Of that, what a collective starting `to_end` before the end of backward takes from it. Beside
+  // compute it does all its work in D + W (its planned time and full_core_wait), so it takes a
+  // share r = c / (D + W) of the cores while both run, charged by compute_lost
+  // (docs/simulator.md, "Shared cores").
+  Time host_cpu_lost(const CommGroup& group, Time to_end);
+  // W: how much longer the collective takes beside a thread that computes all along, on shared
+  // cores: shared_cores(setup) x (wait_per_call + wait_per_byte x bytes).
+  Time full_core_wait(const CommGroup& group) const;
   // How much later the same collective ends when it starts `to_end` before its ranks' end of
-  // backward on shared cores. Beside compute it takes W = shared_cores(setup) x (wait_per_call +
-  // wait_per_byte x bytes) more than its planned time D (what `--cpu-cost` measured beside a
-  // busy thread), so it runs at D / (D + W) of its pace while backward lasts and at full pace
-  // after: min(W, to_end x W / (D + W)) (docs/simulator.md, "Shared cores"). 0 for to_end <= 0.
+  // backward: it runs at D / (D + W) of its pace while backward lasts and at full pace after:
+  // min(W, to_end x W / (D + W)) (docs/simulator.md, "Shared cores"). 0 for to_end <= 0.
   Time core_wait(const CommGroup& group, Time to_end);
   // The share of a GPU's compute that `group`'s NCCL kernel takes while both run
   // (docs/simulator.md, "NCCL on the compute's SMs"): its channels' SMs from the arithmetic-bound
