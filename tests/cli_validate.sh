@@ -106,19 +106,20 @@ rm -rf "$tmp/none"
   --svg-dir "$tmp/none/figures" --html "$tmp/none/r.html" 2>/dev/null
 [ ! -e "$tmp/none" ] || fail "outputs written although a case failed"
 
-expect_failure() {  # expect_failure "substring" args...
-  local want=$1
-  shift
+refused() {  # refused SUBCOMMAND "substring" args...: one error line, exit 2, no report written
+  local sub=$1 want=$2
+  shift 2
   rm -f "$tmp/bad.md"
-  "$dlval" published "$@" -o "$tmp/bad.md" >"$tmp/stdout" 2>"$tmp/stderr"
+  "$dlval" "$sub" "$@" -o "$tmp/bad.md" >"$tmp/stdout" 2>"$tmp/stderr"
   local rc=$?
   if [ "$rc" -ne 2 ] || [ "$(wc -l <"$tmp/stderr")" -ne 1 ] || ! grep -qF -- "$want" "$tmp/stderr" ||
      [ -e "$tmp/bad.md" ]; then
-    fail "dlvalidate published $* (exit $rc)"
+    fail "dlvalidate $sub $* (exit $rc)"
     echo "  wanted: $want"
     sed 's/^/  got:    /' "$tmp/stderr"
   fi
 }
+expect_failure() { refused published "$@"; }
 tp=$root/validate/data/throughput.csv
 tf=$root/validate/cases/tfbench2017.yaml
 expect_failure "missing_columns/throughput.csv: value: missing column" \
@@ -283,6 +284,39 @@ if [ "$rc" -ne 2 ] || ! grep -qF -- "--source-id: 'a?b' holds a control characte
    [ -e "$tmp/replay.csv" ]; then
   fail "dlvalidate replay --source-id with a newline (exit $rc)"
 fi
+
+# collective: a public nccl-tests log (ABCI A node, 8 A100 SXM4 on NVSwitch, NCCL 2.8.4;
+# tests/fixtures/logs/SOURCES.csv) against dlsim collective on the dgx-a100 preset.
+lg=$root/tests/fixtures/logs/nccl-tests
+"$dlval" collective "$lg/abci_allreduce_a100_1node_7194257.log" --cluster dgx-a100 \
+  --json "$tmp/coll.json" -o "$tmp/coll.md" 2>"$tmp/stderr" || fail "dlvalidate collective"
+python3 - "$tmp/coll.json" <<'PY' || fail "dlvalidate collective: the figures"
+import json, sys
+runs = json.load(open(sys.argv[1]))["runs"]
+assert len(runs) == 1 and runs[0]["ranks"] == 8 and runs[0]["nodes"] == 1, runs
+p = {q["size_bytes"]: q for q in runs[0]["points"]}
+assert len(p) == 24 and min(p) == 4 and max(p) == 32 * 2**20, sorted(p)
+# The log's 8 B row, out of place: 16.94 us.
+assert abs(p[8]["measured_s"] - 16.94e-6) < 1e-12, p[8]
+# NCCL 2.21's ring LL on 8 GPUs of one node: baseLat 6.6 us + 2 (8 - 1) steps x 0.6 us = 15.0 us
+# (docs/networks.md, "NCCL's choices"), plus 8 B at its bandwidth (under 0.01 us).
+assert abs(p[8]["predicted_s"] - 15.0e-6) < 1e-8, p[8]
+assert (p[8]["algorithm"], p[8]["protocol"]) == ("ring", "LL"), p[8]
+assert abs(p[8]["error"] - (p[8]["predicted_s"] / 16.94e-6 - 1)) < 1e-12, p[8]
+PY
+grep -qF '| 8 | 16.94 | 15.00 | -11.4 % | ring/LL, 1 channel |' "$tmp/coll.md" ||
+  fail "dlvalidate collective: the report's 8 B row"
+coll_failure() { refused collective "$@"; }
+a1=$lg/abci_allreduce_a100_1node_7194257.log
+coll_failure "none.log: cannot open the nccl-tests output" "$tmp/none.log" --cluster dgx-a100
+coll_failure "README.md: not nccl-tests output" "$root/tests/fixtures/logs/README.md" --cluster dgx-a100
+coll_failure "--cluster is required" "$a1"
+coll_failure "--algo: unknown collective algorithm 'foo'" "$a1" --cluster dgx-a100 --algo foo
+coll_failure "logs: given twice" "$a1" "$a1" --cluster dgx-a100
+coll_failure "--rails: 9 rails, but node 'dgx-a100' has 8 NICs" "$a1" --cluster dgx-a100 --rails 9
+# A log that does not say its node count (srun's labels only): 16 ranks on one node of 8 GPUs.
+coll_failure "--nodes: 16 ranks on 1 node put 16 on each, but the nodes of cluster 'dgx-h100'" \
+  "$lg/awsomedt_slurm_allreduce_p5_2node_srunlabel.log" --cluster dgx-h100
 
 [ "$failures" -eq 0 ] && echo "cli_validate inputs: ok"
 [ "$failures" -eq 0 ]

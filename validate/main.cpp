@@ -13,6 +13,7 @@
 #include "common/error.hpp"
 #include "common/output.hpp"
 #include "common/version.hpp"
+#include "validate/collective_commands.hpp"
 #include "validate/import_commands.hpp"
 #include "validate/launch_commands.hpp"
 #include "validate/published.hpp"
@@ -167,6 +168,7 @@ int main(int argc, char** argv) {
   add_published(app, command_line(argc, argv));
   dlsim::validate::add_replay_command(app, command_line(argc, argv));
   dlsim::validate::add_import_commands(app);
+  dlsim::validate::add_collective_command(app);
   dlsim::validate::add_launch_command(app, command_line(argc, argv));
   const int rc = dlsim::run_cli(app, argc, argv, "dlvalidate");
   return rc == 0 && gate_failures > 0 ? 1 : rc;
