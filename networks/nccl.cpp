@@ -725,14 +725,23 @@ NcclChoice nccl_tune(const hardware::LibrarySpec& library, const NcclTopology& t
       const std::string row = nodes == 1 ? generation(topo.cc_min) : topo.amd ? "ampere" : "volta";
       const double ll_max = cap(t.ll_max, row, nodes);
       const std::string gen = generation(topo.cc_min);
-      if (a == "ring" && proto.name == "LL") bus = std::min(ll_max, bus * t.ring_ll);
+      // LL's cap (llMaxBw) bounds the whole collective, not each channel: `channel_bus` is what
+      // the channels alone give, which fewer launched channels scale down (below).
+      double channel_bus = 0;
+      if (a == "ring" && proto.name == "LL") {
+        channel_bus = bus * t.ring_ll;
+        bus = std::min(ll_max, channel_bus);
+      }
       if (a == "ring" && proto.name == "LL128") {
         bus = std::min(bus * (topo.ppn < 2 ? t.ring_ll128_one_gpu : t.ring_ll128),
                        g.channels * cap(t.ring_ll128_per_channel, gen, nodes));
       }
       if (a == "tree")
         bus = std::min(bus * t.tree, g.channels * cap(t.tree_per_channel, gen, nodes));
-      if (a == "tree" && proto.name == "LL") bus = std::min(bus * t.tree_ll, ll_max);
+      if (a == "tree" && proto.name == "LL") {
+        channel_bus = bus * t.tree_ll;
+        bus = std::min(channel_bus, ll_max);
+      }
       if (a == "tree" && proto.name == "LL128") {
         bus = std::min(bus * (nodes == 1 ? t.tree_ll128_one_node : t.tree_ll128_nodes),
                        g.channels * cap(t.tree_ll128_per_channel, gen, nodes));
@@ -741,6 +750,7 @@ NcclChoice nccl_tune(const hardware::LibrarySpec& library, const NcclTopology& t
                            : a == "tree" ? 0.5
                                          : t.nvls_ratio;
       c.bus_bw = bus;
+      c.channel_bus_bw = channel_bus > 0 ? channel_bus : bus;
       c.alg_bw = bus * ratio;
       // Latency (tuning.cc): the base, then hardware latency per step inside and between nodes.
       const auto intra_cls = g.type_intra <= PathType::kNvb ? PathClass::kNvlink : PathClass::kPcie;
@@ -819,14 +829,20 @@ NcclChoice nccl_tune(const hardware::LibrarySpec& library, const NcclTopology& t
   }
   choice.runtime_channels = runtime;
   choice.launched_channels = nc;
-  choice.alg_bw = best->alg_bw * std::min(1.0, static_cast<double>(nc) / runtime);
+  // The launched channels give their share of the channels' rate; a cap on the whole
+  // collective still holds where that share reaches it.
+  const double share = std::min(1.0, static_cast<double>(nc) / runtime);
+  const double scale = best->bus_bw > 0
+                           ? std::min(best->bus_bw, best->channel_bus_bw * share) / best->bus_bw
+                           : share;
+  choice.alg_bw = best->alg_bw * scale;
   // The tuner does not know the transport's ceiling; the data does. Each of the search graph's
   // rings leaves a node from one rank, whose proxy thread drives all of that rank's sockets
   // (NCCL_SOCKET_NTHREADS 0 since 2.5.6 outside AWS and GCP): the channels NCCL launches on the
   // same ring share that rank's one stream's worth.
   const auto& graph = best->algorithm == "tree" ? topo.tree : topo.ring;
   if (topo.flow_cap > 0 && best->bus_bw > 0 && best->algorithm != "nvls") {
-    const double bus = best->bus_bw * std::min(1.0, static_cast<double>(nc) / runtime);
+    const double bus = best->bus_bw * scale;
     const double limit =
         static_cast<double>(std::max<std::size_t>(1, graph.rings.size())) * topo.flow_cap;
     if (bus > limit) {

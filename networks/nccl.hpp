@@ -73,20 +73,23 @@ struct NcclCost {
   std::string why_not;  // when not enabled
   double latency = 0;   // s
   double bus_bw = 0;    // B/s, NCCL's busBw after its factors and caps
-  double alg_bw = 0;    // B/s, busBw x the algorithm's ratio (and the tree's size correction)
-  double time = 0;      // s: latency + bytes / alg_bw
-  int channels = 0;     // search channels of the algorithm's graph
+  // B/s: the busBw of the channels themselves, before a cap on the whole collective (LL's
+  // llMaxBw); equal to bus_bw where no such cap binds.
+  double channel_bus_bw = 0;
+  double alg_bw = 0;  // B/s, busBw x the algorithm's ratio (and the tree's size correction)
+  double time = 0;    // s: latency + bytes / alg_bw
+  int channels = 0;   // search channels of the algorithm's graph
 };
 
 // The tuner's choice: the cheapest enabled entry of the table (or of `algorithm` when forced),
 // and the channels its kernel runs at this size (fewer for small messages: enqueue.cc).
 struct NcclChoice {
   NcclCost best;
-  std::vector<NcclCost> table;   // every (algorithm, protocol) of the release, in order
-  int runtime_channels = 0;      // ncclTopoPostset's channels
-  int launched_channels = 0;     // after the small-message reduction
-  double alg_bw = 0;             // best.alg_bw x launched / runtime channels (B/s)
-  double time = 0;               // best.latency + bytes / alg_bw (s)
+  std::vector<NcclCost> table;  // every (algorithm, protocol) of the release, in order
+  int runtime_channels = 0;     // ncclTopoPostset's channels
+  int launched_channels = 0;    // after the small-message reduction
+  double alg_bw = 0;  // B/s: best.alg_bw, its channels' rate x launched / runtime channels
+  double time = 0;    // best.latency + bytes / alg_bw (s)
   bool transport_bound = false;  // alg_bw lowered to the graph's rings x NcclTopology::flow_cap
   bool shm_bound = false;        // bus bandwidth lowered to NcclTopology::shm_cap
 };

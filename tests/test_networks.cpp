@@ -531,6 +531,31 @@ TEST_CASE("nccl_runs_fewer_channels_for_small_messages") {
   CHECK(channels(1 << 20) == 24);
 }
 
+TEST_CASE("lls_cap_bounds_the_whole_collective_not_each_launched_channel") {
+  // tuning.cc caps ring LL's busBw at llMaxBw (Hopper, one node: 141 GB/s) for all channels
+  // together; enqueue.cc launches fewer channels for small messages. Those give their share of
+  // the channels' own rate (busBw before the cap x launched / runtime channels), capped again
+  // only where the share reaches the cap: more than the cap's share. 8 H100 at 64 KiB: 2 of 24.
+  const auto cluster = hardware::load_cluster("dgx-h100");
+  Job job(cluster, 8);
+  const auto topo = nccl_search(job.comm);
+  const auto c = nccl_tune(cluster.library, topo, CollectiveOp::kAllReduce, 65536, "ring", 0);
+  REQUIRE(c.best.protocol == "LL");
+  CHECK(c.launched_channels == 2);
+  CHECK(c.runtime_channels == 24);
+  CHECK(c.best.bus_bw == dlsim_test::approx(141e9).epsilon(1e-9));
+  CHECK(c.best.channel_bus_bw > c.best.bus_bw);
+  const double share = 2.0 / 24;
+  CHECK(c.alg_bw ==
+        dlsim_test::approx(std::min(141e9, c.best.channel_bus_bw * share) * 8 / 14).epsilon(1e-9));
+  CHECK(c.alg_bw > c.best.alg_bw * share * 1.1);
+  // With every channel launched the cap holds as NCCL's tuner has it.
+  const auto big = nccl_tune(cluster.library, topo, CollectiveOp::kAllReduce, 1 << 20, "ring", 0);
+  REQUIRE(big.best.protocol == "LL");
+  CHECK(big.launched_channels == big.runtime_channels);
+  CHECK(big.alg_bw == dlsim_test::approx(141e9 * 8 / 14).epsilon(1e-9));
+}
+
 TEST_CASE("colocated_servers_share_their_hosts_memory_bandwidth") {
   // 8 servers on 2 nodes sum as fast as 2: a node's 4 servers share its memory, doing the same
   // per-node work (W + 2) S / 2 as one server with half the model.
