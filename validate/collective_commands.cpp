@@ -70,7 +70,7 @@ struct Run {
 
 std::size_t band_of(double bytes) {
   std::size_t i = 0;
-  while (!(bytes < kBands[i].below)) ++i;
+  while (i + 1 < std::size(kBands) && !(bytes < kBands[i].below)) ++i;
   return i;
 }
 
