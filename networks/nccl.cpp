@@ -725,23 +725,14 @@ NcclChoice nccl_tune(const hardware::LibrarySpec& library, const NcclTopology& t
       const std::string row = nodes == 1 ? generation(topo.cc_min) : topo.amd ? "ampere" : "volta";
       const double ll_max = cap(t.ll_max, row, nodes);
       const std::string gen = generation(topo.cc_min);
-      // LL's cap (llMaxBw) bounds the whole collective, not each channel: `channel_bus` is what
-      // the channels alone give, which fewer launched channels scale down (below).
-      double channel_bus = 0;
-      if (a == "ring" && proto.name == "LL") {
-        channel_bus = bus * t.ring_ll;
-        bus = std::min(ll_max, channel_bus);
-      }
+      if (a == "ring" && proto.name == "LL") bus *= t.ring_ll;
       if (a == "ring" && proto.name == "LL128") {
         bus = std::min(bus * (topo.ppn < 2 ? t.ring_ll128_one_gpu : t.ring_ll128),
                        g.channels * cap(t.ring_ll128_per_channel, gen, nodes));
       }
       if (a == "tree")
         bus = std::min(bus * t.tree, g.channels * cap(t.tree_per_channel, gen, nodes));
-      if (a == "tree" && proto.name == "LL") {
-        channel_bus = bus * t.tree_ll;
-        bus = std::min(channel_bus, ll_max);
-      }
+      if (a == "tree" && proto.name == "LL") bus *= t.tree_ll;
       if (a == "tree" && proto.name == "LL128") {
         bus = std::min(bus * (nodes == 1 ? t.tree_ll128_one_node : t.tree_ll128_nodes),
                        g.channels * cap(t.tree_ll128_per_channel, gen, nodes));
@@ -749,8 +740,11 @@ NcclChoice nccl_tune(const hardware::LibrarySpec& library, const NcclTopology& t
       const double ratio = a == "ring"   ? static_cast<double>(n) / nsteps
                            : a == "tree" ? 0.5
                                          : t.nvls_ratio;
+      // LL's cap (llMaxBw) bounds the whole collective, not each channel: what the channels
+      // alone give is kept, for fewer launched channels to scale down (below).
+      c.channel_bus_bw = bus;
+      if (proto.name == "LL" && (a == "ring" || a == "tree")) bus = std::min(bus, ll_max);
       c.bus_bw = bus;
-      c.channel_bus_bw = channel_bus > 0 ? channel_bus : bus;
       c.alg_bw = bus * ratio;
       // Latency (tuning.cc): the base, then hardware latency per step inside and between nodes.
       const auto intra_cls = g.type_intra <= PathType::kNvb ? PathClass::kNvlink : PathClass::kPcie;
